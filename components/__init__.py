@@ -1,0 +1,1 @@
+"""Pulumi component resources of the platform, one file per concept (network, cluster, ...)."""

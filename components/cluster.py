@@ -1,0 +1,226 @@
+"""Cluster: the EKS control plane, its secrets key, the node IAM role, the system node group, a Kubernetes
+provider, and encrypted gp3 block storage (EBS CSI add-on and StorageClass) for stateful add-ons such as etcd.
+
+The control plane comes from pulumi-eks (API authentication mode with access entries, OIDC for IRSA, every
+control-plane log type, KMS envelope encryption of Secrets). Node groups are plain ``aws.eks.NodeGroup``
+resources so that tests and policies see every property of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+
+from components.irsa import irsa_role
+from components.launch_template import LaunchTemplateArgs, node_launch_template
+from trainium_eks import layout, versions
+from trainium_eks.config import ClusterConfig
+
+CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+# What every EKS node needs: join the cluster, run the VPC CNI, pull images, be reachable by SSM (no SSH).
+NODE_MANAGED_POLICIES = {
+    "worker": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "cni": "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+    "ecr": "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+    "ssm": "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+}
+SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
+SYSTEM_ROOT_VOLUME_GIB = 100
+EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
+EBS_CSI_POLICY = "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
+BLOCK_STORAGE_CLASS = "gp3-encrypted"
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    config: ClusterConfig
+    vpc_id: pulumi.Input[str]
+    private_subnet_ids: pulumi.Input[list]
+    public_subnet_ids: pulumi.Input[list]
+    tags: Mapping[str, str]
+    protect: bool
+
+
+class Cluster(pulumi.ComponentResource):
+    """EKS control plane plus what every other component needs from it."""
+
+    name: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+    oidc_provider_arn: pulumi.Output[str]
+    oidc_issuer: pulumi.Output[str]
+    cluster_security_group_id: pulumi.Output[str]
+    node_role_arn: pulumi.Output[str]
+    node_role_dependencies: list[aws.iam.RolePolicyAttachment]
+    system_node_group: aws.eks.NodeGroup
+    provider: k8s.Provider
+    block_storage_class: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("trainium-eks:cluster:Cluster", name, None, opts)
+        cfg = args.config
+        tags = dict(args.tags)
+        child = pulumi.ResourceOptions(parent=self)
+        stateful = pulumi.ResourceOptions(parent=self, protect=args.protect)
+
+        secrets_key = aws.kms.Key(
+            f"{name}-secrets",
+            description=f"Envelope encryption of Kubernetes Secrets in {cfg.name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            tags=tags,
+            opts=stateful,
+        )
+        aws.kms.Alias(f"{name}-secrets", name=f"alias/{cfg.name}-eks-secrets", target_key_id=secrets_key.key_id, opts=child)
+
+        access_entries = {
+            f"admin-{i}": eks.AccessEntryArgs(
+                principal_arn=arn,
+                access_policies={
+                    "cluster-admin": eks.AccessPolicyAssociationArgs(
+                        policy_arn=CLUSTER_ADMIN_POLICY,
+                        access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                    )
+                },
+            )
+            for i, arn in enumerate(cfg.admin_principal_arns)
+        }
+        control_plane = eks.Cluster(
+            f"{name}-eks",
+            name=cfg.name,
+            version=cfg.kubernetes_version,
+            vpc_id=args.vpc_id,
+            private_subnet_ids=args.private_subnet_ids,
+            public_subnet_ids=args.public_subnet_ids,
+            skip_default_node_group=True,
+            skip_default_security_groups=True,  # managed node groups use the EKS-created cluster security group
+            create_oidc_provider=True,
+            authentication_mode=eks.AuthenticationMode.API,
+            access_entries=access_entries,
+            enabled_cluster_log_types=CONTROL_PLANE_LOG_TYPES,
+            encryption_config_key_arn=secrets_key.arn,
+            endpoint_private_access=True,
+            endpoint_public_access=cfg.endpoint_public_access,
+            public_access_cidrs=list(cfg.public_access_cidrs) or None,
+            node_associate_public_ip_address=False,
+            deletion_protection=args.protect,
+            tags=tags,
+            opts=stateful,
+        )
+
+        node_role = aws.iam.Role(
+            f"{name}-node",
+            description=f"Instance role of the managed node groups of {cfg.name}",
+            assume_role_policy=aws.iam.get_policy_document_output(
+                statements=[
+                    {
+                        "actions": ["sts:AssumeRole"],
+                        "principals": [{"type": "Service", "identifiers": ["ec2.amazonaws.com"]}],
+                    }
+                ]
+            ).json,
+            tags=tags,
+            opts=child,
+        )
+        attachments = [
+            aws.iam.RolePolicyAttachment(f"{name}-node-{short}", role=node_role.name, policy_arn=arn, opts=child)
+            for short, arn in NODE_MANAGED_POLICIES.items()
+        ]
+
+        system_template = node_launch_template(
+            f"{name}-system",
+            LaunchTemplateArgs(
+                description=f"System nodes of {cfg.name}",
+                root_volume_gib=SYSTEM_ROOT_VOLUME_GIB,
+                tags=tags,
+                instance_tags={"Name": f"{cfg.name}-system"},
+            ),
+            parent=self,
+        )
+        scaling = cfg.system_scaling
+        self.system_node_group = aws.eks.NodeGroup(
+            f"{name}-system",
+            cluster_name=control_plane.eks_cluster.name,
+            node_group_name=f"{cfg.name}-system",
+            node_role_arn=node_role.arn,
+            subnet_ids=args.private_subnet_ids,
+            instance_types=[cfg.system_instance_type],
+            ami_type=SYSTEM_AMI_TYPE,
+            capacity_type="ON_DEMAND",
+            scaling_config={"min_size": scaling.min_size, "desired_size": scaling.desired_size, "max_size": scaling.max_size},
+            update_config={"max_unavailable": 1},
+            launch_template={"id": system_template.id, "version": system_template.latest_version.apply(str)},
+            labels={layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE},
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
+        )
+
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=control_plane.kubeconfig_json,
+            enable_server_side_apply=True,
+            opts=child,
+        )
+
+        self.block_storage_class = self._block_storage(name, cfg, control_plane, tags)
+
+        self.name = control_plane.eks_cluster.name
+        self.endpoint = control_plane.eks_cluster.endpoint
+        self.kubeconfig = pulumi.Output.secret(control_plane.kubeconfig_json)
+        self.oidc_provider_arn = control_plane.oidc_provider_arn
+        self.oidc_issuer = control_plane.oidc_issuer
+        self.cluster_security_group_id = control_plane.eks_cluster.vpc_config.cluster_security_group_id
+        self.node_role_arn = node_role.arn
+        self.node_role_dependencies = attachments
+        self.register_outputs({"name": self.name, "endpoint": self.endpoint, "oidcProviderArn": self.oidc_provider_arn})
+
+    def _block_storage(self, name: str, cfg: ClusterConfig, control_plane: eks.Cluster, tags: dict) -> pulumi.Output[str]:
+        """The EBS CSI add-on at EKS's default build for the cluster version, and an encrypted gp3 class."""
+        role = irsa_role(
+            f"{name}-ebs-csi",
+            description="EBS CSI controller",
+            oidc_provider_arn=control_plane.oidc_provider_arn,
+            oidc_issuer=control_plane.oidc_issuer,
+            namespace="kube-system",
+            service_account=EBS_CSI_SERVICE_ACCOUNT,
+            tags=tags,
+            parent=self,
+        )
+        attachment = aws.iam.RolePolicyAttachment(
+            f"{name}-ebs-csi", role=role.name, policy_arn=EBS_CSI_POLICY, opts=pulumi.ResourceOptions(parent=self)
+        )
+        addon_version = aws.eks.get_addon_version_output(
+            addon_name=versions.EBS_CSI_ADDON,
+            kubernetes_version=cfg.kubernetes_version,
+            most_recent=False,
+            opts=pulumi.InvokeOutputOptions(parent=self),
+        )
+        addon = aws.eks.Addon(
+            f"{name}-ebs-csi",
+            cluster_name=control_plane.eks_cluster.name,
+            addon_name=versions.EBS_CSI_ADDON,
+            addon_version=addon_version.version,
+            service_account_role_arn=role.arn,
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="PRESERVE",
+            tags=tags,
+            # The add-on turns ACTIVE only once its controller runs, which needs the system nodes.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group, attachment]),
+        )
+        storage_class = k8s.storage.v1.StorageClass(
+            f"{name}-gp3",
+            metadata={"name": BLOCK_STORAGE_CLASS},
+            provisioner="ebs.csi.aws.com",
+            parameters={"type": "gp3", "encrypted": "true"},
+            volume_binding_mode="WaitForFirstConsumer",
+            reclaim_policy="Retain",  # etcd's volume outlives a StatefulSet replacement
+            allow_volume_expansion=True,
+            opts=pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[addon]),
+        )
+        return storage_class.metadata.name

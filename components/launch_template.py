@@ -1,0 +1,97 @@
+"""The hardened EC2 launch template every managed node group of the platform starts from.
+
+IMDSv2 only (hop limit 2 so that pods behind the VPC CNI still reach the instance metadata service),
+an encrypted gp3 root volume, tags on instances, volumes and interfaces. No AMI and no user data: the node
+group's AMI type (AL2023 standard or AL2023 Neuron) lets EKS supply the image and the nodeadm bootstrap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import pulumi
+import pulumi_aws as aws
+
+from trainium_eks.config import CapacityReservation
+
+ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimised AL2023 AMIs
+
+
+@dataclass(frozen=True)
+class EfaInterface:
+    network_card_index: int
+
+    @property
+    def device_index(self) -> int:
+        # The primary interface sits on card 0 as device 0; every other card carries its EFA as device 1.
+        return 0 if self.network_card_index == 0 else 1
+
+
+def efa_interfaces(count: int) -> list[EfaInterface]:
+    """One EFA interface per network card."""
+    return [EfaInterface(card) for card in range(count)]
+
+
+@dataclass(frozen=True)
+class LaunchTemplateArgs:
+    description: str
+    root_volume_gib: int
+    tags: Mapping[str, str]
+    efa: Sequence[EfaInterface] = ()
+    security_group_ids: Sequence[pulumi.Input[str]] = ()  # only with EFA interfaces (they carry the groups)
+    placement_group_name: pulumi.Input[str] | None = None
+    capacity_reservation: CapacityReservation | None = None
+    instance_tags: Mapping[str, str] = field(default_factory=dict)
+
+
+def node_launch_template(name: str, args: LaunchTemplateArgs, parent: pulumi.Resource) -> aws.ec2.LaunchTemplate:
+    tags = dict(args.tags)
+    propagated = {**tags, **args.instance_tags}
+    reservation = args.capacity_reservation
+    return aws.ec2.LaunchTemplate(
+        name,
+        description=args.description,
+        update_default_version=True,
+        metadata_options={
+            "http_endpoint": "enabled",
+            "http_tokens": "required",
+            "http_put_response_hop_limit": 2,
+            "instance_metadata_tags": "disabled",
+        },
+        block_device_mappings=[
+            {
+                "device_name": ROOT_DEVICE,
+                "ebs": {
+                    "volume_size": args.root_volume_gib,
+                    "volume_type": "gp3",
+                    "encrypted": "true",
+                    "delete_on_termination": "true",
+                },
+            }
+        ],
+        network_interfaces=[
+            {
+                "network_card_index": nic.network_card_index,
+                "device_index": nic.device_index,
+                "interface_type": "efa",
+                "delete_on_termination": "true",
+                "associate_public_ip_address": "false",
+                "security_groups": list(args.security_group_ids),
+            }
+            for nic in args.efa
+        ]
+        or None,
+        placement={"group_name": args.placement_group_name} if args.placement_group_name else None,
+        capacity_reservation_specification=(
+            {"capacity_reservation_target": {"capacity_reservation_id": reservation.reservation_id}} if reservation else None
+        ),
+        instance_market_options=(
+            {"market_type": "capacity-block"} if reservation and reservation.kind == "capacity-block" else None
+        ),
+        tag_specifications=[
+            {"resource_type": kind, "tags": propagated} for kind in ("instance", "volume", "network-interface")
+        ],
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )

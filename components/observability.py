@@ -1,0 +1,102 @@
+"""Observability: TensorBoard over the training logs on the shared volume, reachable only inside the cluster.
+
+No LoadBalancer and no Ingress: the tutorial's public load balancer with a basic-auth password is replaced by
+a ClusterIP Service that engineers reach with their own Kubernetes credentials:
+
+    kubectl -n <jobNamespace> port-forward svc/tensorboard 6006:6006   # then open http://localhost:6006
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.kube import system_node_selector
+from trainium_eks import layout, versions
+
+TENSORBOARD_NAME = "tensorboard"
+TENSORBOARD_UID = 1000
+
+
+@dataclass(frozen=True)
+class ObservabilityArgs:
+    job_namespace: pulumi.Input[str]
+    claim_name: pulumi.Input[str]
+    provider: k8s.Provider
+
+
+class Observability(pulumi.ComponentResource):
+    service_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("trainium-eks:observability:Observability", name, None, opts)
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        labels = {"app.kubernetes.io/name": TENSORBOARD_NAME, "app.kubernetes.io/part-of": "trainium-eks"}
+        k8s.apps.v1.Deployment(
+            f"{name}-tensorboard",
+            metadata={"name": TENSORBOARD_NAME, "namespace": args.job_namespace, "labels": labels},
+            spec={
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "nodeSelector": system_node_selector(),
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "runAsUser": TENSORBOARD_UID,
+                            "runAsGroup": TENSORBOARD_UID,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "containers": [
+                            {
+                                "name": TENSORBOARD_NAME,
+                                "image": versions.TENSORBOARD_IMAGE,
+                                "command": ["tensorboard"],
+                                "args": [
+                                    f"--logdir={layout.TENSORBOARD_LOG_DIR}",
+                                    "--bind_all",
+                                    f"--port={layout.TENSORBOARD_PORT}",
+                                    "--reload_interval=30",
+                                ],
+                                "ports": [{"name": "http", "containerPort": layout.TENSORBOARD_PORT, "protocol": "TCP"}],
+                                "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 15},
+                                "resources": {
+                                    "requests": {"cpu": "250m", "memory": "1Gi"},
+                                    "limits": {"cpu": "2", "memory": "4Gi"},
+                                },
+                                "securityContext": {
+                                    "allowPrivilegeEscalation": False,
+                                    "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]},
+                                },
+                                "env": [{"name": "HOME", "value": "/tmp"}],
+                                "volumeMounts": [
+                                    {"name": "shared", "mountPath": layout.FSX_MOUNT_PATH, "readOnly": True},
+                                    {"name": "tmp", "mountPath": "/tmp"},
+                                ],
+                            }
+                        ],
+                        "volumes": [
+                            {"name": "shared", "persistentVolumeClaim": {"claimName": args.claim_name, "readOnly": True}},
+                            {"name": "tmp", "emptyDir": {}},
+                        ],
+                    },
+                },
+            },
+            opts=k8s_opts,
+        )
+        service = k8s.core.v1.Service(
+            f"{name}-tensorboard",
+            metadata={"name": TENSORBOARD_NAME, "namespace": args.job_namespace, "labels": labels},
+            spec={
+                "type": "ClusterIP",
+                "selector": labels,
+                "ports": [{"name": "http", "port": layout.TENSORBOARD_PORT, "targetPort": "http", "protocol": "TCP"}],
+            },
+            opts=k8s_opts,
+        )
+        self.service_name = service.metadata.name
+        self.register_outputs({"serviceName": self.service_name})

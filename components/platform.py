@@ -1,0 +1,148 @@
+"""Platform: composes every component and publishes the output contract other teams consume.
+
+The contract is a flat map of stable, camelCase, JSON-friendly values. Consumers read it through a
+StackReference; renaming or removing a key, or changing its meaning, requires bumping ``CONTRACT_VERSION``.
+"""
+
+from __future__ import annotations
+
+import pulumi
+
+from components.cluster import Cluster, ClusterArgs
+from components.device_plugins import DevicePlugins, DevicePluginsArgs
+from components.network import Network, NetworkArgs
+from components.observability import Observability, ObservabilityArgs
+from components.registry import Registry, RegistryArgs
+from components.scheduling import Scheduling, SchedulingArgs, provisioned_capacity, queue_capability
+from components.storage import Storage, StorageArgs
+from components.trainium_node_group import TrainiumNodeGroup, TrainiumNodeGroupArgs
+from trainium_eks import layout
+from trainium_eks.config import PlatformConfig
+
+CONTRACT_VERSION = "1.0.0"
+
+
+class TrainiumPlatform(pulumi.ComponentResource):
+    """The whole Trainium training platform of one stack."""
+
+    contract: dict[str, pulumi.Input]
+
+    def __init__(self, name: str, config: PlatformConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("trainium-eks:index:Platform", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = config.tags
+        protect = config.protect_stateful
+
+        network = Network(
+            f"{name}-network",
+            NetworkArgs(
+                config=config.network,
+                cluster_name=config.cluster.name,
+                trainium_instance_types=[g.instance_type for g in config.trainium_node_groups],
+                tags=tags,
+            ),
+            opts=child,
+        )
+        cluster = Cluster(
+            f"{name}-cluster",
+            ClusterArgs(
+                config=config.cluster,
+                vpc_id=network.vpc_id,
+                private_subnet_ids=network.private_subnet_ids,
+                public_subnet_ids=network.public_subnet_ids,
+                tags=tags,
+                protect=protect,
+            ),
+            opts=child,
+        )
+        node_groups = [
+            TrainiumNodeGroup(
+                f"{name}-{group.name}",
+                TrainiumNodeGroupArgs(
+                    config=group,
+                    cluster_name=cluster.name,
+                    node_role_arn=cluster.node_role_arn,
+                    cluster_security_group_id=cluster.cluster_security_group_id,
+                    vpc_id=network.vpc_id,
+                    subnet_id=network.trainium_subnet_id,
+                    tags=tags,
+                    depends_on=cluster.node_role_dependencies,
+                ),
+                opts=child,
+            )
+            for group in config.trainium_node_groups
+        ]
+        DevicePlugins(f"{name}-device-plugins", DevicePluginsArgs(config.device_plugins, cluster.provider), opts=child)
+        scheduling = Scheduling(
+            f"{name}-scheduling",
+            SchedulingArgs(
+                config=config.scheduling,
+                node_groups=config.trainium_node_groups,
+                block_storage_class=cluster.block_storage_class,
+                provider=cluster.provider,
+            ),
+            opts=child,
+        )
+        storage = Storage(
+            f"{name}-storage",
+            StorageArgs(
+                config=config.storage,
+                vpc_id=network.vpc_id,
+                subnet_id=network.trainium_subnet_id,
+                cluster_security_group_id=cluster.cluster_security_group_id,
+                oidc_provider_arn=cluster.oidc_provider_arn,
+                oidc_issuer=cluster.oidc_issuer,
+                job_namespace=scheduling.job_namespace,
+                provider=cluster.provider,
+                tags=tags,
+                protect=protect,
+            ),
+            opts=child,
+        )
+        registry = Registry(f"{name}-registry", RegistryArgs(config.registry, tags, protect), opts=child)
+        tensorboard_service = None
+        if config.tensorboard:
+            observability = Observability(
+                f"{name}-observability",
+                ObservabilityArgs(scheduling.job_namespace, storage.claim_name, cluster.provider),
+                opts=child,
+            )
+            tensorboard_service = pulumi.Output.concat(
+                observability.service_name, ".", scheduling.job_namespace, ".svc.cluster.local:", str(layout.TENSORBOARD_PORT)
+            )
+
+        capacity = provisioned_capacity(config.trainium_node_groups)
+        self.contract = {
+            "contractVersion": CONTRACT_VERSION,
+            "environment": config.environment,
+            "region": config.region,
+            "clusterName": cluster.name,
+            "clusterEndpoint": cluster.endpoint,
+            "kubeconfig": cluster.kubeconfig,
+            "oidcProviderArn": cluster.oidc_provider_arn,
+            "clusterSecurityGroupId": cluster.cluster_security_group_id,
+            "vpcId": network.vpc_id,
+            "privateSubnetIds": network.private_subnet_ids,
+            "trainiumSubnetId": network.trainium_subnet_id,
+            "trainiumAvailabilityZone": network.trainium_availability_zone,
+            "trainiumAzId": network.trainium_az_id,
+            "trainiumNodeGroups": [ng.contract_entry() for ng in node_groups],
+            "nodeTaints": [
+                {"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": layout.NEURON_TAINT_EFFECT_K8S}
+            ],
+            "volcanoQueues": [
+                {"name": q.name, "weight": q.weight, "capability": queue_capability(q, capacity)} for q in config.scheduling.queues
+            ],
+            "etcdEndpoint": scheduling.etcd_endpoint,
+            "jobNamespace": scheduling.job_namespace,
+            "fsxClaimName": storage.claim_name,
+            "fsxFileSystemId": storage.file_system.id,
+            "fsxMountPath": layout.FSX_MOUNT_PATH,
+            "datasetsPath": layout.DATASETS_DIR,
+            "checkpointsPath": layout.CHECKPOINTS_DIR,
+            "neuronCompileCachePath": layout.NEURON_COMPILE_CACHE_DIR,
+            "tensorboardLogPath": layout.TENSORBOARD_LOG_DIR,
+            "ecrRepositoryUrl": registry.repository_url,
+            "tensorboardService": tensorboard_service,
+        }
+        self.register_outputs({})

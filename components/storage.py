@@ -1,0 +1,207 @@
+"""Storage: FSx for Lustre shared by every training pod, with its CSI driver and a static volume and claim.
+
+The file system sits in the Trainium subnet, so nodes read it without crossing an AZ. It is exposed to
+Kubernetes as a static PersistentVolume (the file system exists before any claim) bound to a ReadWriteMany
+claim in the job namespace. Layout on the volume (mounted at /data by jobs and TensorBoard):
+
+    /data/datasets/               training data (tokenised HDF5 shards)
+    /data/datasets-repo/          the S3 data repository, when one is configured (PERSISTENT_2)
+    /data/checkpoints/<job>/      checkpoints
+    /data/neuron-compile-cache/   Neuron compiler cache shared by precompile and training jobs
+    /data/tensorboard/<job>/      event files read by TensorBoard
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Mapping
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.irsa import irsa_role
+from components.kube import helm_release, system_node_selector
+from trainium_eks import layout, versions
+from trainium_eks.config import StorageConfig
+
+LUSTRE_PORT = 988
+LUSTRE_CLIENT_PORTS = (1018, 1023)  # Lustre clients connect from these reserved ports
+LUSTRE_VERSION = "2.15"
+FSX_CSI_DRIVER = "fsx.csi.aws.com"
+FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
+PERSISTENT_BACKUP_DAYS = 7
+
+
+@dataclass(frozen=True)
+class StorageArgs:
+    config: StorageConfig
+    vpc_id: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]
+    cluster_security_group_id: pulumi.Input[str]
+    oidc_provider_arn: pulumi.Input[str]
+    oidc_issuer: pulumi.Input[str]
+    job_namespace: pulumi.Input[str]
+    provider: k8s.Provider
+    tags: Mapping[str, str]
+    protect: bool
+
+
+def lustre_ingress(cluster_security_group_id: pulumi.Input[str]) -> list[dict]:
+    """Lustre traffic from the file system's own servers and from every cluster node."""
+    ports = [(LUSTRE_PORT, LUSTRE_PORT, "Lustre"), (*LUSTRE_CLIENT_PORTS, "Lustre client ports")]
+    return [
+        rule
+        for low, high, what in ports
+        for rule in (
+            {"protocol": "tcp", "from_port": low, "to_port": high, "self": True, "description": f"{what} between servers"},
+            {"protocol": "tcp", "from_port": low, "to_port": high, "security_groups": [cluster_security_group_id],
+             "description": f"{what} from cluster nodes"},
+        )
+    ]
+
+
+def fsx_csi_policy(file_system_arn: str) -> str:
+    """What the FSx CSI controller needs for a static volume: describe it, and expand this file system only."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Sid": "Describe", "Effect": "Allow", "Action": ["fsx:DescribeFileSystems"], "Resource": "*"},
+                {"Sid": "Expand", "Effect": "Allow", "Action": ["fsx:UpdateFileSystem"], "Resource": file_system_arn},
+            ],
+        }
+    )
+
+
+class Storage(pulumi.ComponentResource):
+    file_system: aws.fsx.LustreFileSystem
+    claim_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: StorageArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("trainium-eks:storage:Storage", name, None, opts)
+        cfg = args.config
+        tags = dict(args.tags)
+        child = pulumi.ResourceOptions(parent=self)
+        stateful = pulumi.ResourceOptions(parent=self, protect=args.protect)
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+
+        security_group = aws.ec2.SecurityGroup(
+            f"{name}-lustre",
+            description="FSx for Lustre: Lustre ports from cluster nodes and between servers",
+            vpc_id=args.vpc_id,
+            ingress=lustre_ingress(args.cluster_security_group_id),
+            egress=[{"protocol": "-1", "from_port": 0, "to_port": 0, "cidr_blocks": ["0.0.0.0/0"], "description": "Outbound"}],
+            tags={**tags, "Name": f"{name}-lustre"},
+            opts=child,
+        )
+        persistent = {}
+        if cfg.persistent:
+            key = aws.kms.Key(
+                f"{name}-fsx",
+                description="FSx for Lustre data at rest",
+                enable_key_rotation=True,
+                deletion_window_in_days=30,
+                tags=tags,
+                opts=stateful,
+            )
+            persistent = {
+                "kms_key_id": key.arn,
+                "per_unit_storage_throughput": cfg.throughput_per_tib,
+                "automatic_backup_retention_days": PERSISTENT_BACKUP_DAYS,
+                "copy_tags_to_backups": True,
+            }
+        # Scratch file systems are encrypted at rest with FSx-managed keys; a customer key is not accepted.
+        self.file_system = aws.fsx.LustreFileSystem(
+            f"{name}-lustre",
+            subnet_ids=args.subnet_id,
+            security_group_ids=[security_group.id],
+            deployment_type=cfg.deployment_type,
+            storage_type="SSD",
+            storage_capacity=cfg.capacity_gib,
+            file_system_type_version=LUSTRE_VERSION,
+            data_compression_type="LZ4",
+            tags={**tags, "Name": f"{name}-lustre"},
+            opts=stateful,
+            **persistent,
+        )
+        if cfg.data_repository_path:
+            aws.fsx.DataRepositoryAssociation(
+                f"{name}-s3",
+                file_system_id=self.file_system.id,
+                file_system_path=layout.DATA_REPOSITORY_DIR,
+                data_repository_path=cfg.data_repository_path,
+                batch_import_meta_data_on_create=True,
+                s3={
+                    "auto_import_policy": {"events": ["NEW", "CHANGED", "DELETED"]},
+                    "auto_export_policy": {"events": ["NEW", "CHANGED", "DELETED"]},
+                },
+                tags=tags,
+                opts=child,
+            )
+
+        fsx_role = irsa_role(
+            f"{name}-fsx-csi",
+            description="FSx for Lustre CSI controller",
+            oidc_provider_arn=args.oidc_provider_arn,
+            oidc_issuer=args.oidc_issuer,
+            namespace="kube-system",
+            service_account=FSX_CSI_SERVICE_ACCOUNT,
+            tags=tags,
+            parent=self,
+        )
+        aws.iam.RolePolicy(f"{name}-fsx-csi", role=fsx_role.id, policy=self.file_system.arn.apply(fsx_csi_policy), opts=child)
+        fsx_driver = helm_release(
+            "aws-fsx-csi-driver",
+            versions.FSX_CSI_CHART,
+            namespace="kube-system",
+            values={
+                "controller": {
+                    "serviceAccount": {
+                        "create": True,
+                        "name": FSX_CSI_SERVICE_ACCOUNT,
+                        "annotations": {"eks.amazonaws.com/role-arn": fsx_role.arn},
+                    },
+                    "nodeSelector": system_node_selector(),
+                },
+                "node": {"tolerateAllTaints": True},  # the mount helper must run on the tainted Trainium nodes
+            },
+            parent=self,
+            provider=args.provider,
+        )
+
+        volume_name = pulumi.Output.concat(args.job_namespace, "-", cfg.claim_name)
+        capacity = f"{cfg.capacity_gib}Gi"
+        volume = k8s.core.v1.PersistentVolume(
+            f"{name}-fsx",
+            metadata={"name": volume_name, "labels": {"app.kubernetes.io/part-of": "trainium-eks"}},
+            spec={
+                "capacity": {"storage": capacity},
+                "volumeMode": "Filesystem",
+                "accessModes": ["ReadWriteMany"],
+                "persistentVolumeReclaimPolicy": "Retain",  # the file system outlives the claim
+                "storageClassName": "",
+                "mountOptions": ["flock"],
+                "csi": {
+                    "driver": FSX_CSI_DRIVER,
+                    "volumeHandle": self.file_system.id,
+                    "volumeAttributes": {"dnsname": self.file_system.dns_name, "mountname": self.file_system.mount_name},
+                },
+            },
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[fsx_driver]),
+        )
+        claim = k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-fsx",
+            metadata={"name": cfg.claim_name, "namespace": args.job_namespace},
+            spec={
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
+                "volumeName": volume.metadata.name,
+                "resources": {"requests": {"storage": capacity}},
+            },
+            opts=k8s_opts,
+        )
+
+        self.claim_name = claim.metadata.name
+        self.register_outputs({"fileSystemId": self.file_system.id, "claimName": self.claim_name})

@@ -1,0 +1,239 @@
+"""Evaluate the program for one stack offline and record the resource graph the engine would see.
+
+The program (``__main__.py``) runs unchanged under the Python SDK's mocks. A recording monitor captures every
+registration as the engine receives it: URN (in the engine's format), type, parent, provider, options,
+dependencies, property dependencies and the wire inputs (camelCase keys, numbers as floats). Secrets print as
+``[secret]``, unknowns (preview) as ``[unknown]``, resource references as the engine marshals them for
+analyzers (a custom resource as its ID, a component as its URN).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import runpy
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from google.protobuf import json_format
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.mocks import MockMonitor
+from pulumi.runtime.sync_await import _sync_await
+
+from preflight.mocks import PlatformMocks
+from preflight.stackfile import REPO_ROOT, StackSettings
+from trainium_eks import config as platform_config
+
+MAIN = REPO_ROOT / "__main__.py"
+SECRET = "[secret]"
+UNKNOWN = "[unknown]"
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+@dataclass
+class Resource:
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    parent: str | None
+    provider: str | None
+    protect: bool
+    retain_on_delete: bool
+    dependencies: list[str]
+    property_dependencies: dict[str, list[str]]
+    inputs: dict[str, Any]
+
+    def to_json(self) -> dict:
+        return {
+            "urn": self.urn,
+            "type": self.type,
+            "name": self.name,
+            "custom": self.custom,
+            "parent": self.parent,
+            "provider": self.provider,
+            "protect": self.protect,
+            "retainOnDelete": self.retain_on_delete,
+            "dependencies": self.dependencies,
+            "propertyDependencies": self.property_dependencies,
+            "inputs": self.inputs,
+        }
+
+
+@dataclass
+class Plan:
+    project: str
+    stack: str
+    preview: bool
+    resources: list[Resource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "project": self.project,
+            "stack": self.stack,
+            "resources": [r.to_json() for r in self.resources],
+            "outputs": self.outputs,
+        }
+
+    def find(self, type_: str, name: str | None = None) -> list[Resource]:
+        """Resources of ``type_`` (and ``name``), for tests and reports."""
+        return [r for r in self.resources if r.type == type_ and (name is None or r.name == name)]
+
+
+def wire_value(value: Any, components: set[str]) -> Any:
+    """A deserialised protobuf value in the form an analyzer receives it."""
+    if isinstance(value, dict):
+        signature = value.get(rpc._special_sig_key)
+        if signature == rpc._special_secret_sig:
+            return SECRET
+        if signature == rpc._special_resource_sig:
+            urn = value.get("urn", "")
+            return urn if urn in components or not value.get("id") else value["id"]
+        return {k: wire_value(v, components) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [wire_value(v, components) for v in value]
+    if value == rpc.UNKNOWN:
+        return UNKNOWN
+    return value
+
+
+class RecordingMonitor(MockMonitor):
+    """A mock resource monitor that keeps what the engine would know about each registration."""
+
+    def __init__(self, mocks: PlatformMocks, project: str, stack: str):
+        super().__init__(mocks)
+        mocks.monitor = self
+        self.project, self.stack = project, stack
+        self.records: dict[str, dict] = {}
+        self.components: set[str] = set()
+        self._lock = threading.Lock()
+
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        # The engine does not qualify the types of resources whose parent is the stack.
+        if parent and parent.split("::")[2] == STACK_TYPE:
+            parent = ""
+        return super().make_urn(parent, type_, name)
+
+    def _record(self, request, urn: str, custom: bool, provider: str | None, remote: bool = False) -> None:
+        inputs = json_format.MessageToDict(request.object if hasattr(request, "object") else request.properties)
+        with self._lock:
+            if not custom:
+                self.components.add(urn)
+            self.records[urn] = {
+                "urn": urn,
+                "type": request.type,
+                "name": request.name,
+                "custom": custom,
+                "remote": remote,
+                "parent": request.parent or None,
+                "provider": provider,
+                "protect": bool(getattr(request, "protect", False)),
+                "retain_on_delete": bool(getattr(request, "retainOnDelete", False)),
+                "dependencies": sorted(set(getattr(request, "dependencies", []))),
+                "property_dependencies": {
+                    prop: sorted(set(deps.urns)) for prop, deps in sorted(getattr(request, "propertyDependencies", {}).items())
+                },
+                "inputs": inputs,
+            }
+
+    def record_remote_child(self, urn: str, type_: str, name: str, parent: str, inputs: dict) -> None:
+        """Record a resource a remote component's provider creates (mocks never run that provider)."""
+        package = type_.split(":")[0]
+        with self._lock:
+            self.records[urn] = {
+                "urn": urn,
+                "type": type_,
+                "name": name,
+                "custom": True,
+                "remote": False,
+                "parent": parent,
+                "provider": self._default_provider(package),
+                "protect": self.records[parent]["protect"],  # children inherit protect
+                "retain_on_delete": False,
+                "dependencies": [],
+                "property_dependencies": {},
+                "inputs": inputs,
+            }
+
+    def _default_provider(self, package: str) -> str:
+        version = importlib.metadata.version(f"pulumi_{package}").replace(".", "_")
+        return f"urn:pulumi:{self.stack}::{self.project}::pulumi:providers:{package}::default_{version}"
+
+    def _provider_urn(self, request, custom: bool, remote: bool) -> str | None:
+        if request.provider:
+            return request.provider.rsplit("::", 1)[0]
+        if not (custom or remote) or request.type.startswith("pulumi:providers:"):
+            return None
+        return self._default_provider(request.type.split(":")[0])
+
+    def RegisterResource(self, request):
+        urn = self.make_urn(request.parent, request.type, request.name)
+        custom = bool(request.custom)
+        self.mocks.request.urn = urn  # new_resource runs on this thread and may need its own URN
+        self._record(request, urn, custom, self._provider_urn(request, custom, request.remote), request.remote)
+        return super().RegisterResource(request)
+
+    def ReadResource(self, request):
+        urn = self.make_urn(request.parent, request.type, request.name)
+        self._record(request, urn, True, self._provider_urn(request, True, False))
+        return super().ReadResource(request)
+
+
+def _to_resource(record: dict, components: set[str]) -> Resource:
+    return Resource(
+        urn=record["urn"],
+        type=record["type"],
+        name=record["name"],
+        custom=record["custom"],
+        parent=record["parent"],
+        provider=record["provider"],
+        protect=record["protect"],
+        retain_on_delete=record["retain_on_delete"],
+        dependencies=record["dependencies"],
+        property_dependencies=record["property_dependencies"],
+        inputs=wire_value(record["inputs"], components),
+    )
+
+
+def _record_default_providers(monitor: RecordingMonitor, stack: StackSettings) -> None:
+    """The engine registers a default provider per package, configured from the stack's ``<package>:*`` keys."""
+    for urn in sorted({r["provider"] for r in monitor.records.values() if r["provider"]} - set(monitor.records)):
+        package = urn.rsplit("::", 2)[1].rsplit(":", 1)[1]
+        inputs = {k.split(":", 1)[1]: v for k, v in stack.config.items() if k.startswith(f"{package}:")}
+        inputs["version"] = importlib.metadata.version(f"pulumi_{package}")
+        monitor.records[urn] = {
+            "urn": urn, "type": f"pulumi:providers:{package}", "name": urn.rsplit("::", 1)[1], "custom": True,
+            "remote": False, "parent": None, "provider": None, "protect": False, "retain_on_delete": False,
+            "dependencies": [], "property_dependencies": {}, "inputs": inputs,
+        }
+
+
+def evaluate(stack: StackSettings, *, preview: bool = False, mocks_factory=PlatformMocks) -> Plan:
+    """Run the program for ``stack`` under mocks and return its resource graph and outputs.
+
+    Raises ``ConfigError`` (bad config) and other ``pulumi.RunError`` (a deploy-time check failed).
+    """
+    parsed = platform_config.parse(stack.config, stack=stack.stack)  # fail fast, before any registration
+    mocks = mocks_factory(parsed, preview)
+    monitor = RecordingMonitor(mocks, stack.project, stack.stack)
+    settings.set_root_resource(None)
+    pulumi.runtime.set_mocks(mocks, project=stack.project, stack=stack.stack, preview=preview, monitor=monitor)
+    pulumi.runtime.set_all_config(dict(stack.config), list(stack.secret_keys))
+
+    @pulumi.runtime.test
+    def run_program():
+        runpy.run_path(str(MAIN), run_name="__main__")
+
+    run_program()
+    root = settings.get_root_resource()
+    serialized = _sync_await(rpc.serialize_properties(root.outputs, {}))
+    exported = wire_value(json_format.MessageToDict(serialized), monitor.components)
+
+    _record_default_providers(monitor, stack)
+    plan = Plan(stack.project, stack.stack, preview)
+    plan.resources = sorted((_to_resource(r, monitor.components) for r in monitor.records.values()), key=lambda r: r.urn)
+    plan.outputs = exported
+    return plan

@@ -1,0 +1,49 @@
+"""Human-readable output: the resource tree the way `pulumi preview` draws it, and a summary line."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from preflight.engine import Plan
+
+
+def tree(plan: Plan) -> str:
+    children = defaultdict(list)
+    for resource in plan.resources:
+        children[resource.parent].append(resource)
+    for siblings in children.values():
+        siblings.sort(key=lambda r: (r.type, r.name))
+
+    mode = "preview of a new stack" if plan.preview else "evaluation under mocks"
+    rows: list[tuple[str, str, str]] = []
+
+    def walk(parent: str | None, prefix: str) -> None:
+        kids = children.get(parent, [])
+        for i, resource in enumerate(kids):
+            last = i == len(kids) - 1
+            branch = "" if parent is None else ("└─ " if last else "├─ ")
+            extra = ", protected" if resource.protect else ""
+            rows.append((prefix + branch + resource.type, resource.name, "create" + extra))
+            walk(resource.urn, prefix + ("" if parent is None else ("   " if last else "│  ")))
+
+    walk(None, "")
+    type_width = max(len(r[0]) for r in rows) + 2
+    name_width = max(len(r[1]) for r in rows) + 2
+    lines = [f"Previewing {plan.project}/{plan.stack} ({mode})", ""]
+    lines.append(f"     {'Type':<{type_width}}{'Name':<{name_width}}Plan")
+    lines += [f" +   {t:<{type_width}}{n:<{name_width}}{p}" for t, n, p in rows]
+    custom = sum(1 for r in plan.resources if r.custom)
+    lines += ["", "Resources:", f"    + {len(plan.resources)} to create ({custom} custom, {len(plan.resources) - custom} components)"]
+    lines += ["", "Outputs:"]
+    width = max(map(len, plan.outputs), default=0) + 2
+    for key, value in sorted(plan.outputs.items()):
+        shown = value if isinstance(value, str) else _short(value)
+        lines.append(f"    {key + ':':<{width}}{shown}")
+    return "\n".join(lines)
+
+
+def _short(value) -> str:
+    import json
+
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 100 else text[:97] + "..."

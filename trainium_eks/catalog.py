@@ -1,0 +1,198 @@
+"""Hardware catalog: every instance-type and region fact the platform relies on, in one table.
+
+Nothing else in the project hard-codes a device count, an EFA count, a price or an AZ offering:
+components, config validation, the preflight mocks and the tests all read them from here.
+
+Sources (read 2026-12):
+- [NEURON-HW]  aws-neuron-sdk about-neuron/arch/neuron-hardware/{trn1-arch,trn2-arch,trainium,trainium2}.rst
+               (Trainium devices, NeuronCores, accelerator memory, vCPU, memory; Trn2 has 8 physical cores per
+               device shown as 4 logical cores at the default LNC=2, logical-neuroncore-config.rst)
+- [EFA]        aws-neuron-sdk setup-trn1-multi-node-execution.rst (8 EFA devices on trn1.32xlarge, 16 on trn1n,
+               none on smaller sizes), neuron-runtime/about/collectives.rst (trn2: 16 x 200 Gbps EFAv3);
+               network-card counts from the EC2 instance-type network specifications as mirrored in
+               karpenter-provider-aws zz_generated.vpclimits.go (trn2: 16 cards per the Neuron trn2 CFN template)
+- [PRICE]      EC2 on-demand Linux prices as mirrored in karpenter-provider-aws zz_generated.pricing_aws.go
+               (generated 2026-07-20, us-east-1); trn2.48xlarge is not sold on demand in us-east-1 and its
+               us-east-2 figure (35.76) comes from third-party price data of 2025-11: verify before budgeting
+- [AZ]         awslabs/data-on-eks ai-ml/trainium-inferentia/main.tf (2024-01 .. 2025-07: first AZ ID per region
+               offers Trn1/Trn1n: use1-az6, usw2-az4, use2-az3) and aws-neuron-eks-samples
+               determine_eks_azs.sh (use1-az6, usw2-az4); trn2.48xlarge in us-east-2 per public price data
+- [EKS-PRICE]  https://aws.amazon.com/eks/pricing/ (control plane, standard support: 0.10 USD/hour)
+
+AZ offerings change as AWS adds capacity. The table is the offline truth used for validation and
+previews; at deploy time the network component confirms the offering with
+``ec2:DescribeInstanceTypeOfferings`` (location type ``availability-zone-id``), which is authoritative.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+PRICE_SOURCE = "EC2 on-demand Linux list prices (karpenter-provider-aws pricing table, 2026-07-20)"
+
+#: EKS control-plane price per cluster-hour in standard support [EKS-PRICE].
+EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """One EC2 instance type and what the platform needs to know about it."""
+
+    name: str
+    family: str  # "trainium" or "general"
+    vcpus: int
+    memory_gib: int
+    neuron_devices: int = 0
+    # NeuronCores the Neuron device plugin advertises as ``aws.amazon.com/neuroncore``
+    # (logical cores: Trn2 defaults to LNC=2, i.e. two physical cores per logical core).
+    neuron_cores: int = 0
+    accelerator_memory_gib: int = 0
+    network_cards: int = 1
+    # One EFA interface per network card is what the launch template attaches; 0 = no EFA support.
+    max_efa_interfaces: int = 0
+    network_bandwidth_gbps: float = 0.0
+    # On-demand list price per hour, by region [PRICING].
+    on_demand_usd_per_hour: Mapping[str, float] = field(default_factory=dict)
+    # AZ IDs known to offer the type, by region. Empty for general-purpose types (offered everywhere).
+    az_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def is_trainium(self) -> bool:
+        return self.family == "trainium"
+
+    @property
+    def supports_efa(self) -> bool:
+        return self.max_efa_interfaces > 0
+
+    def offered_in(self, region: str, az_id: str) -> bool:
+        """True when the catalog records an offering of this type in ``az_id`` of ``region``."""
+        if not self.is_trainium:
+            return region in REGIONS
+        return az_id in self.az_ids.get(region, ())
+
+    def price(self, region: str) -> float:
+        """On-demand price in ``region``; the highest known price when the region has none (errs on cost)."""
+        return self.on_demand_usd_per_hour.get(region, max(self.on_demand_usd_per_hour.values()))
+
+
+def _frozen(mapping: dict) -> Mapping:
+    return MappingProxyType(mapping)
+
+
+# All AZ IDs of the regions the platform supports (used to validate that an AZ ID belongs to the region
+# and, offline, to answer ``ec2:DescribeAvailabilityZones``). Source: the AZ-ID pages of each region.
+REGIONS: Mapping[str, tuple[str, ...]] = _frozen(
+    {
+        "us-east-1": ("use1-az1", "use1-az2", "use1-az3", "use1-az4", "use1-az5", "use1-az6"),
+        "us-east-2": ("use2-az1", "use2-az2", "use2-az3"),
+        "us-west-2": ("usw2-az1", "usw2-az2", "usw2-az3", "usw2-az4"),
+    }
+)
+
+# Trn1 and Trn1n share their offerings [AZ].
+TRN1_AZ_IDS: Mapping[str, tuple[str, ...]] = _frozen(
+    {"us-east-1": ("use1-az6",), "us-west-2": ("usw2-az4",), "us-east-2": ("use2-az3",)}
+)
+
+INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
+    {
+        it.name: it
+        for it in (
+            InstanceType(
+                name="trn1.2xlarge",
+                family="trainium",
+                vcpus=8,
+                memory_gib=32,
+                neuron_devices=1,
+                neuron_cores=2,
+                accelerator_memory_gib=32,
+                network_cards=1,
+                max_efa_interfaces=0,
+                network_bandwidth_gbps=12.5,  # "up to"
+                on_demand_usd_per_hour=_frozen({"us-east-1": 1.34375, "us-west-2": 1.34375, "us-east-2": 1.34375}),
+                az_ids=TRN1_AZ_IDS,
+            ),
+            InstanceType(
+                name="trn1.32xlarge",
+                family="trainium",
+                vcpus=128,
+                memory_gib=512,
+                neuron_devices=16,
+                neuron_cores=32,
+                accelerator_memory_gib=512,
+                network_cards=8,
+                max_efa_interfaces=8,
+                network_bandwidth_gbps=800.0,
+                on_demand_usd_per_hour=_frozen({"us-east-1": 21.50, "us-west-2": 21.50, "us-east-2": 21.50}),
+                az_ids=TRN1_AZ_IDS,
+            ),
+            InstanceType(
+                name="trn1n.32xlarge",
+                family="trainium",
+                vcpus=128,
+                memory_gib=512,
+                neuron_devices=16,
+                neuron_cores=32,
+                accelerator_memory_gib=512,
+                network_cards=16,
+                max_efa_interfaces=16,
+                network_bandwidth_gbps=1600.0,
+                on_demand_usd_per_hour=_frozen({"us-east-1": 24.78, "us-west-2": 24.78, "us-east-2": 24.78}),
+                az_ids=TRN1_AZ_IDS,
+            ),
+            InstanceType(
+                name="trn2.48xlarge",
+                family="trainium",
+                vcpus=192,
+                memory_gib=2048,
+                neuron_devices=16,
+                neuron_cores=64,  # logical cores at the default LNC=2 (128 physical)
+                accelerator_memory_gib=1536,
+                network_cards=16,
+                max_efa_interfaces=16,
+                network_bandwidth_gbps=3200.0,
+                on_demand_usd_per_hour=_frozen({"us-east-2": 35.76}),
+                az_ids=_frozen({"us-east-2": ("use2-az3",)}),
+            ),
+            # General-purpose types for the system node group (CoreDNS, controllers, etcd, TensorBoard).
+            InstanceType(
+                name="m6i.large",
+                family="general",
+                vcpus=2,
+                memory_gib=8,
+                network_bandwidth_gbps=12.5,
+                on_demand_usd_per_hour=_frozen({"us-east-1": 0.096, "us-east-2": 0.096, "us-west-2": 0.096}),
+            ),
+            InstanceType(
+                name="m6i.xlarge",
+                family="general",
+                vcpus=4,
+                memory_gib=16,
+                network_bandwidth_gbps=12.5,
+                on_demand_usd_per_hour=_frozen({"us-east-1": 0.192, "us-east-2": 0.192, "us-west-2": 0.192}),
+            ),
+            InstanceType(
+                name="m6i.2xlarge",
+                family="general",
+                vcpus=8,
+                memory_gib=32,
+                network_bandwidth_gbps=12.5,
+                on_demand_usd_per_hour=_frozen({"us-east-1": 0.384, "us-east-2": 0.384, "us-west-2": 0.384}),
+            ),
+        )
+    }
+)
+
+TRAINIUM_TYPES: tuple[str, ...] = tuple(n for n, it in INSTANCE_TYPES.items() if it.is_trainium)
+GENERAL_TYPES: tuple[str, ...] = tuple(n for n, it in INSTANCE_TYPES.items() if not it.is_trainium)
+
+
+def region_of_az_id(az_id: str) -> str | None:
+    """The region whose AZ-ID list contains ``az_id`` (None when the catalog does not know it)."""
+    return next((region for region, ids in REGIONS.items() if az_id in ids), None)
+
+
+def az_ids_offering(instance_type: str, region: str) -> tuple[str, ...]:
+    return INSTANCE_TYPES[instance_type].az_ids.get(region, ())

@@ -1,0 +1,43 @@
+"""Names that tie the parts of the platform together: node labels and taints, the shared volume's layout.
+
+A job, a device plugin and a policy that disagree on one of these strings break silently, so every
+component and test takes them from here.
+"""
+
+from __future__ import annotations
+
+# Node labels set by the node groups and used as nodeSelectors by the add-ons.
+NODE_ROLE_LABEL = "trainium-eks/node-role"
+SYSTEM_NODE_ROLE = "system"
+TRAINIUM_NODE_ROLE = "trainium"
+NODE_GROUP_LABEL = "trainium-eks/node-group"
+EFA_PRESENT_LABEL = "vpc.amazonaws.com/efa.present"
+
+# Trainium nodes carry this taint so that only pods asking for Neuron devices land on them.
+NEURON_TAINT_KEY = "aws.amazon.com/neuron"
+NEURON_TAINT_VALUE = "true"
+NEURON_TAINT_EFFECT_EKS = "NO_SCHEDULE"  # the EKS API spelling
+NEURON_TAINT_EFFECT_K8S = "NoSchedule"  # the Kubernetes spelling, for tolerations
+
+# Extended resources advertised by the device plugins.
+NEURON_DEVICE_RESOURCE = "aws.amazon.com/neuron"
+NEURON_CORE_RESOURCE = "aws.amazon.com/neuroncore"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+
+
+def neuron_toleration() -> dict:
+    """The toleration matching the Trainium taint (Kubernetes wire form)."""
+    return {"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": NEURON_TAINT_EFFECT_K8S}
+
+
+# Shared FSx for Lustre volume, mounted at the same path in every pod that uses it.
+FSX_MOUNT_PATH = "/data"
+DATASETS_DIR = f"{FSX_MOUNT_PATH}/datasets"
+CHECKPOINTS_DIR = f"{FSX_MOUNT_PATH}/checkpoints"
+NEURON_COMPILE_CACHE_DIR = f"{FSX_MOUNT_PATH}/neuron-compile-cache"
+TENSORBOARD_LOG_DIR = f"{FSX_MOUNT_PATH}/tensorboard"
+# Where the data repository association exposes the S3 bucket inside the file system.
+DATA_REPOSITORY_DIR = "/datasets-repo"
+
+ETCD_CLIENT_PORT = 2379
+TENSORBOARD_PORT = 6006

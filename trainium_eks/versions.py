@@ -1,0 +1,54 @@
+"""Every pinned version the platform deploys: Kubernetes, Helm charts, container images.
+
+One module so that an upgrade is one reviewed diff, and so that tests and policies can assert that nothing
+is unpinned. Each entry says where the pin was read (stored snapshots of the upstream repositories, 2026-12).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# EKS versions in standard support on 2026-12-02 plus 1.34, whose extended support began that day
+# (awsdocs/amazon-eks-user-guide kubernetes-versions.adoc). The AL2023 Neuron AMI is built for 1.30-1.36
+# (awslabs/amazon-eks-ami CHANGELOG v20260714).
+SUPPORTED_KUBERNETES_VERSIONS = ("1.34", "1.35", "1.36")
+
+
+@dataclass(frozen=True)
+class HelmChart:
+    chart: str  # chart name, or the full oci:// reference for OCI charts
+    version: str  # exact chart version, never a range
+    repository: str | None = None  # HTTP chart repository; None for OCI charts
+    app_version: str = ""
+
+
+# aws-neuron/neuron-helm-charts charts/neuron-helm-chart 1.9.0 (2026-07-10, Neuron SDK 2.31.0): device plugin
+# and scheduler extension images 2.31.0.0.
+NEURON_HELM_CHART = HelmChart(chart="oci://public.ecr.aws/neuron/neuron-helm-chart", version="1.9.0", app_version="2.31.0.0")
+
+# aws/eks-charts stable/aws-efa-k8s-device-plugin (index 2026-08-03).
+EFA_DEVICE_PLUGIN_CHART = HelmChart(
+    chart="aws-efa-k8s-device-plugin", version="v0.5.30", repository="https://aws.github.io/eks-charts", app_version="v0.5.20"
+)
+
+# volcano-sh/helm-charts index (2026-09-30): newest stable 1.x.
+VOLCANO_CHART = HelmChart(chart="volcano", version="1.15.2", repository="https://volcano-sh.github.io/helm-charts", app_version="v1.15.2")
+
+# kubernetes-sigs/aws-fsx-csi-driver charts/aws-fsx-csi-driver (2026-04-21): driver v1.9.0.
+FSX_CSI_CHART = HelmChart(
+    chart="aws-fsx-csi-driver", version="1.17.0", repository="https://kubernetes-sigs.github.io/aws-fsx-csi-driver", app_version="v1.9.0"
+)
+
+# etcd 3.5 is the last line with the v2 API (--enable-v2 is removed in 3.6) that torch's etcd rendezvous
+# backends (python-etcd) speak. v3.5.33 tagged 2026-07-23.
+ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.33"
+
+# TensorFlow images from 2.21 on no longer ship TensorBoard; 2.15.0 is a tag reported to include it.
+TENSORBOARD_IMAGE = "tensorflow/tensorflow:2.15.0"
+
+# The EBS CSI driver (for etcd's volume) is an EKS add-on; its version is pinned to the default build EKS
+# publishes for the cluster's Kubernetes version (resolved with eks:DescribeAddonVersions at deploy time).
+EBS_CSI_ADDON = "aws-ebs-csi-driver"
+
+HELM_CHARTS = (NEURON_HELM_CHART, EFA_DEVICE_PLUGIN_CHART, VOLCANO_CHART, FSX_CSI_CHART)
+IMAGES = (ETCD_IMAGE, TENSORBOARD_IMAGE)
