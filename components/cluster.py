@@ -168,7 +168,7 @@ class Cluster(pulumi.ComponentResource):
             opts=child,
         )
 
-        self.block_storage_class = self._block_storage(name, cfg, control_plane, tags)
+        self.block_storage_class = self._block_storage(name, cfg, control_plane, tags, args.protect)
 
         self.name = control_plane.eks_cluster.name
         self.endpoint = control_plane.eks_cluster.endpoint
@@ -180,7 +180,9 @@ class Cluster(pulumi.ComponentResource):
         self.node_role_dependencies = attachments
         self.register_outputs({"name": self.name, "endpoint": self.endpoint, "oidcProviderArn": self.oidc_provider_arn})
 
-    def _block_storage(self, name: str, cfg: ClusterConfig, control_plane: eks.Cluster, tags: dict) -> pulumi.Output[str]:
+    def _block_storage(
+        self, name: str, cfg: ClusterConfig, control_plane: eks.Cluster, tags: dict, protect: bool
+    ) -> pulumi.Output[str]:
         """The EBS CSI add-on at EKS's default build for the cluster version, and an encrypted gp3 class."""
         role = irsa_role(
             f"{name}-ebs-csi",
@@ -219,7 +221,7 @@ class Cluster(pulumi.ComponentResource):
             provisioner="ebs.csi.aws.com",
             parameters={"type": "gp3", "encrypted": "true"},
             volume_binding_mode="WaitForFirstConsumer",
-            reclaim_policy="Retain",  # etcd's volume outlives a StatefulSet replacement
+            reclaim_policy="Retain" if protect else "Delete",
             allow_volume_expansion=True,
             opts=pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[addon]),
         )

@@ -9,6 +9,7 @@ analyzers (a custom resource as its ID, a component as its URN).
 
 from __future__ import annotations
 
+import gc
 import importlib.metadata
 import runpy
 import threading
@@ -227,7 +228,12 @@ def evaluate(stack: StackSettings, *, preview: bool = False, mocks_factory=Platf
     def run_program():
         runpy.run_path(str(MAIN), run_name="__main__")
 
-    run_program()
+    try:
+        run_program()
+    finally:
+        # Finalise the SDK's leftover futures and event loops now: left to the collector, their finalisers can
+        # run while CPython 3.11 compiles a module and trip "AST constructor recursion depth mismatch".
+        gc.collect()
     root = settings.get_root_resource()
     serialized = _sync_await(rpc.serialize_properties(root.outputs, {}))
     exported = wire_value(json_format.MessageToDict(serialized), monitor.components)

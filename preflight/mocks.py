@@ -182,8 +182,9 @@ class PlatformMocks(pulumi.runtime.Mocks):
                 "args": ["eks", "get-token", "--cluster-name", cluster_name, "--region", self.region]}}}],
         }
         return {
-            "kubeconfig": kubeconfig,
-            "kubeconfigJson": json.dumps(kubeconfig),
+            # pulumi-eks marks both kubeconfig outputs secret
+            "kubeconfig": {rpc._special_sig_key: rpc._special_secret_sig, "value": kubeconfig},
+            "kubeconfigJson": {rpc._special_sig_key: rpc._special_secret_sig, "value": json.dumps(kubeconfig)},
             "eksCluster": {rpc._special_sig_key: rpc._special_resource_sig, "urn": cluster_urn, "id": cluster_name},
             "oidcProviderArn": f"arn:aws:iam::{ACCOUNT_ID}:oidc-provider/{issuer}",
             "oidcProviderUrl": f"https://{issuer}",

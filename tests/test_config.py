@@ -1,0 +1,159 @@
+"""Stack configuration: every bad input is rejected with one line that names the key and the fix."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+from hypothesis import given, strategies as st
+
+from conftest import STACKS, node_group_config, settings
+from preflight.stackfile import REPO_ROOT
+from trainium_eks import catalog
+from trainium_eks.config import ConfigError, parse, project_declarations
+
+GROUP = node_group_config("trn1-32xl", "trn1.32xlarge")
+
+# (overrides applied to the staging stack, the key the error must name, words the message must contain)
+BAD_INPUTS = [
+    ({"natGateway": "single"}, "trainium-eks:natGateway", "did you mean 'natGateways'"),
+    ({"systemNodeMaxSize": "lots"}, "trainium-eks:systemNodeMaxSize", "expected an integer"),
+    ({"systemNodeMinSize": 5}, "trainium-eks:systemNodeMinSize", "minSize <= maxSize"),
+    ({"endpointPublicAccess": "yes"}, "trainium-eks:endpointPublicAccess", "true or false"),
+    ({"trainiumNodeGroups": [{**GROUP, "desiredSize": "two"}]}, "trainiumNodeGroups[0].desiredSize", "expected an integer"),
+    ({"trainiumNodeGroups": [{**GROUP, "desiredSize": 3}]}, "trainiumNodeGroups[0].desiredSize", "between minSize and maxSize"),
+    ({"trainiumNodeGroups": [{**GROUP, "minSize": -1, "desiredSize": 0}]}, "trainiumNodeGroups[0].minSize", "negative"),
+    ({"trainiumNodeGroups": [{**GROUP, "minSize": 0, "desiredSize": 0, "maxSize": 0}]}, "trainiumNodeGroups[0].maxSize", "at least one"),
+    ({"trainiumNodeGroups": [{**GROUP, "instanceType": "p5.48xlarge"}]}, "trainiumNodeGroups[0].instanceType", "trn1.32xlarge"),
+    ({"trainiumNodeGroups": [{**GROUP, "efa": False}]}, "trainiumNodeGroups[0].efa", "must run with EFA"),
+    ({"trainiumNodeGroups": [node_group_config("small", "trn1.2xlarge", efa=True)]}, "trainiumNodeGroups[0].efa", "no EFA support"),
+    ({"trainiumNodeGroups": [{**GROUP, "efaa": True}]}, "trainiumNodeGroups[0].efaa", "did you mean 'efa'"),
+    ({"trainiumNodeGroups": [GROUP, GROUP]}, "trainiumNodeGroups[1].name", "used twice"),
+    ({"trainiumNodeGroups": []}, "trainium-eks:trainiumNodeGroups", "at least one"),
+    ({"trainiumNodeGroups": {"name": "x"}}, "trainium-eks:trainiumNodeGroups", "expected a list"),
+    ({"trainiumNodeGroups": None}, "trainium-eks:trainiumNodeGroups", "missing"),
+    ({"trainiumNodeGroups": [{**GROUP, "labels": {"trainium-eks/node-role": "x"}}]}, "labels.trainium-eks/node-role", "reserved"),
+    (
+        {"trainiumNodeGroups": [{**GROUP, "capacityReservation": {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": "use1-az1"}}]},
+        "capacityReservation.azId",
+        "differs from trainiumAzId",
+    ),
+    ({"trainiumAzId": "use1-az2"}, "trainiumNodeGroups[0].instanceType", "not offered in use1-az2"),
+    ({"trainiumAzId": "us-east-1a"}, "trainium-eks:trainiumAzId", "AZ IDs, not names"),
+    ({"aws:region": "eu-west-1"}, "aws:region", "no Trainium offerings"),
+    ({"aws:region": None}, "aws:region", "pulumi config set aws:region"),
+    ({"environment": None}, "trainium-eks:environment", "pulumi config set environment"),
+    ({"environment": "Prod Env"}, "trainium-eks:environment", "DNS label"),
+    ({"vpcCidr": "10.0.0.0/8"}, "trainium-eks:vpcCidr", "/16"),
+    ({"vpcCidr": "not-a-cidr"}, "trainium-eks:vpcCidr", "IPv4 network"),
+    ({"availabilityZoneCount": 1}, "trainium-eks:availabilityZoneCount", "two AZs"),
+    ({"natGateways": "many"}, "trainium-eks:natGateways", "single or perAz"),
+    ({"existingPrivateSubnetIds": ["subnet-0123456789abcdef0"]}, "trainium-eks:existingPrivateSubnetIds", "existingVpcId"),
+    ({"existingVpcId": "vpc-0123456789abcdef0"}, "trainium-eks:existingPrivateSubnetIds", "two or more"),
+    ({"kubernetesVersion": "1.3"}, "trainium-eks:kubernetesVersion", "1.35"),
+    ({"endpointPublicAccess": True, "publicAccessCidrs": []}, "trainium-eks:publicAccessCidrs", "0.0.0.0/0"),
+    ({"publicAccessCidrs": ["300.0.0.0/8"]}, "trainium-eks:publicAccessCidrs[0]", "not a CIDR"),
+    ({"clusterAdminPrincipalArns": ["admin"]}, "trainium-eks:clusterAdminPrincipalArns[0]", "IAM role or user ARN"),
+    ({"systemNodeInstanceType": "trn1.32xlarge"}, "trainium-eks:systemNodeInstanceType", "m6i"),
+    ({"volcanoQueues": [{"name": "default"}]}, "volcanoQueues[0].name", "built-in 'default'"),
+    ({"volcanoQueues": [{"name": "q", "neuronShare": 1.5}]}, "volcanoQueues[0].neuronShare", "(0, 1]"),
+    ({"volcanoQueues": [{"name": "q", "weight": 0}]}, "volcanoQueues[0].weight", "1..65535"),
+    ({"volcanoQueues": []}, "trainium-eks:volcanoQueues", "at least one queue"),
+    ({"fsxDeploymentType": "PERSISTENT_9"}, "trainium-eks:fsxDeploymentType", "PERSISTENT_2"),
+    ({"fsxStorageCapacityGiB": 1000}, "trainium-eks:fsxStorageCapacityGiB", "multiple of 2400"),
+    ({"fsxThroughputPerTiB": 0}, "trainium-eks:fsxThroughputPerTiB", "50, 100, 200"),
+    ({"fsxDataRepositoryPath": "s3://bucket/x"}, "trainium-eks:fsxDataRepositoryPath", "PERSISTENT_2"),
+    ({"fsxClaimName": "FSx_Claim"}, "trainium-eks:fsxClaimName", "DNS label"),
+    ({"jobNamespace": "kube-jobs"}, "trainium-eks:jobNamespace", "outside kube-"),
+    ({"ecrRepositoryName": "Bad Name"}, "trainium-eks:ecrRepositoryName", "valid ECR name"),
+    ({"etcdStorageGiB": 0}, "trainium-eks:etcdStorageGiB", "1..100"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "key", "words"), BAD_INPUTS, ids=[case[1] + ":" + case[2] for case in BAD_INPUTS])
+def test_bad_input_names_the_key_and_the_fix(overrides, key, words):
+    with pytest.raises(ConfigError) as caught:
+        parse(settings("staging", **overrides).config, stack="staging")
+    message = str(caught.value)
+    assert "\n" not in message
+    named_key = message.split(": ")[0]
+    assert named_key.endswith(key), message
+    assert words in message
+    assert "; " in message, "the message must carry a fix after the problem"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_shipped_stacks_parse(stack):
+    cfg = parse(settings(stack).config, stack=stack)
+    assert cfg.stack == stack and cfg.trainium_node_groups
+
+
+def test_defaults_come_from_pulumi_yaml():
+    _, declarations = project_declarations()
+    cfg = parse(settings("staging", etcdStorageGiB=None, jobNamespace=None).config, stack="staging")
+    assert cfg.scheduling.etcd_storage_gib == declarations["etcdStorageGiB"].default
+    assert cfg.scheduling.job_namespace == declarations["jobNamespace"].default
+
+
+def test_efa_defaults_to_what_the_instance_type_supports():
+    cfg = parse(settings("staging").config, stack="staging")
+    (group,) = cfg.trainium_node_groups
+    assert group.efa == catalog.INSTANCE_TYPES[group.instance_type].supports_efa
+    assert group.efa_interfaces == catalog.INSTANCE_TYPES[group.instance_type].max_efa_interfaces
+
+
+@given(st.integers(-3, 12), st.integers(-3, 12), st.integers(-3, 12))
+def test_scaling_is_accepted_exactly_when_ordered(min_size, desired, max_size):
+    group = {**GROUP, "minSize": min_size, "desiredSize": desired, "maxSize": max_size}
+    raw = settings("staging", trainiumNodeGroups=[group]).config
+    valid = 0 <= min_size <= desired <= max_size and max_size >= 1
+    if valid:
+        assert parse(raw, stack="staging").trainium_node_groups[0].scaling.desired_size == desired
+    else:
+        with pytest.raises(ConfigError):
+            parse(raw, stack="staging")
+
+
+def test_every_project_key_is_documented():
+    _, declarations = project_declarations()
+    guide = (REPO_ROOT / "docs" / "configuration.md").read_text()
+    for key in [*declarations, "trainiumNodeGroups", "volcanoQueues"]:
+        assert f"`{key}`" in guide, f"docs/configuration.md does not document {key}"
+
+
+def run_preflight(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "preflight", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda c: c.update({"trainium-eks:natGatways": "single"}), "unknown key"),
+        (lambda c: c["trainium-eks:trainiumNodeGroups"][0].update(desiredSize="two"), "expected an integer"),
+        (lambda c: c["trainium-eks:trainiumNodeGroups"][0].update(desiredSize=9), "between minSize and maxSize"),
+    ],
+    ids=["typo", "wrong-type", "out-of-range"],
+)
+def test_cli_exits_2_with_one_line_and_no_traceback(tmp_path, edit, words):
+    document = yaml.safe_load((REPO_ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
+    edit(document["config"])
+    stack_file = tmp_path / "Pulumi.staging.yaml"
+    stack_file.write_text(yaml.safe_dump(document))
+    result = run_preflight("plan", "staging", "--stack-file", str(stack_file))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [(["plan", "nosuchstack"], "known stacks: dev, prod, staging"), (["plan"], "required: stack"), (["explode"], "invalid choice")],
+)
+def test_cli_usage_errors_exit_2_with_one_line(args, words):
+    result = run_preflight(*args)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr

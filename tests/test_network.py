@@ -1,0 +1,95 @@
+"""Network: Trainium subnet placed by AZ ID, two or more AZs, NAT layout, EKS tags, deploy-time checks."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from components.network import DeployTimeCheckError, subnet_cidrs
+from conftest import STACKS, evaluate, one, settings
+from preflight.mocks import PlatformMocks
+
+SUBNET = "aws:ec2/subnet:Subnet"
+NAT = "aws:ec2/natGateway:NatGateway"
+
+
+def private_subnets(plan):
+    return [s for s in plan.find(SUBNET) if "-private-" in s.name]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_private_subnets_span_distinct_azs_with_the_trainium_subnet_in_the_configured_az_id(stack):
+    plan = evaluate(stack)
+    cfg = settings(stack).config
+    subnets = private_subnets(plan)
+    assert len(subnets) == int(cfg["trainium-eks:availabilityZoneCount"]) >= 2
+    assert len({s.inputs["availabilityZoneId"] for s in subnets}) == len(subnets)
+    trainium = one([s for s in subnets if s.name.endswith("private-trainium")])
+    assert trainium.inputs["availabilityZoneId"] == cfg["trainium-eks:trainiumAzId"]
+    assert plan.outputs["trainiumAzId"] == cfg["trainium-eks:trainiumAzId"]
+    assert plan.outputs["trainiumSubnetId"] in plan.outputs["privateSubnetIds"]
+
+
+def test_subnets_carry_the_load_balancer_and_cluster_tags(stack_plan):
+    cluster = stack_plan.outputs["clusterName"]
+    for subnet in stack_plan.find(SUBNET):
+        role = "kubernetes.io/role/internal-elb" if "-private-" in subnet.name else "kubernetes.io/role/elb"
+        assert subnet.inputs["tags"][role] == "1"
+        assert subnet.inputs["tags"][f"kubernetes.io/cluster/{cluster}"] == "shared"
+        assert not subnet.inputs.get("mapPublicIpOnLaunch")
+
+
+@pytest.mark.parametrize(("layout", "expected"), [("single", 1), ("perAz", 3)])
+def test_nat_gateway_layout(layout, expected):
+    plan = evaluate("prod", natGateways=layout)
+    assert len(plan.find(NAT)) == expected
+    routes = [r for r in plan.find("aws:ec2/routeTable:RouteTable") if "-private-" in r.name]
+    assert len({r.inputs["routes"][0]["natGatewayId"] for r in routes}) == expected
+
+
+@pytest.mark.parametrize("cidr", ["10.0.0.0/16", "172.20.0.0/18", "192.168.0.0/20"])
+@pytest.mark.parametrize("az_count", [2, 3, 4])
+def test_subnet_cidrs_fit_the_vpc_and_do_not_overlap(cidr, az_count):
+    private, public = subnet_cidrs(cidr, az_count)
+    blocks = [ipaddress.IPv4Network(c) for c in private + public]
+    assert len(private) == len(public) == az_count
+    assert all(b.subnet_of(ipaddress.IPv4Network(cidr)) for b in blocks)
+    assert not any(a.overlaps(b) for i, a in enumerate(blocks) for b in blocks[i + 1 :])
+    assert all(ipaddress.IPv4Network(p).num_addresses > ipaddress.IPv4Network(q).num_addresses for p, q in zip(private, public))
+
+
+class NothingOffered(PlatformMocks):
+    def _offerings(self, args):
+        return {"id": self.region, "instanceTypes": [], "locations": [], "locationTypes": []}
+
+
+def test_deploy_time_offering_check_fails_with_a_clear_message():
+    with pytest.raises(DeployTimeCheckError, match=r"trainiumAzId: EC2 reports no offering of trn1.32xlarge in use1-az6"):
+        evaluate("staging", mocks_factory=NothingOffered)
+
+
+EXISTING = {
+    "existingVpcId": "vpc-0123456789abcdef0",
+    "existingPrivateSubnetIds": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+    "existingTrainiumSubnetId": "subnet-0123456789abcdef0",
+}
+
+
+def test_existing_vpc_is_adopted_not_created():
+    plan = evaluate("staging", **EXISTING)
+    assert not plan.find("aws:ec2/vpc:Vpc") and not plan.find(SUBNET) and not plan.find(NAT)
+    assert plan.outputs["vpcId"] == EXISTING["existingVpcId"]
+    assert plan.outputs["trainiumSubnetId"] == EXISTING["existingTrainiumSubnetId"]
+    ng = one([r for r in plan.find("aws:eks/nodeGroup:NodeGroup") if r.inputs["amiType"] == "AL2023_x86_64_NEURON"])
+    assert ng.inputs["subnetIds"] == [EXISTING["existingTrainiumSubnetId"]]
+
+
+class SubnetElsewhere(PlatformMocks):
+    def _get_subnet(self, args):
+        return {"id": args["id"], "availabilityZoneId": "use1-az1"}
+
+
+def test_existing_trainium_subnet_in_another_az_fails_at_deploy_time():
+    with pytest.raises(DeployTimeCheckError, match=r"existingTrainiumSubnetId: subnet-0123456789abcdef0 lies in use1-az1"):
+        evaluate("staging", mocks_factory=SubnetElsewhere, **EXISTING)

@@ -1,0 +1,145 @@
+"""Trainium node groups: EFA layout per instance type, placement, single AZ, taints, AMI, launch template hardening."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import STACKS, by_urn, evaluate, node_group_config, one, settings
+from trainium_eks import catalog, layout
+
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+NG = "aws:eks/nodeGroup:NodeGroup"
+PG = "aws:ec2/placementGroup:PlacementGroup"
+SG = "aws:ec2/securityGroup:SecurityGroup"
+SUBNET = "aws:ec2/subnet:Subnet"
+
+
+def stack_offering(instance_type: str) -> str:
+    """A shipped stack whose region and Trainium AZ offer ``instance_type`` (per the catalog)."""
+    for stack in STACKS:
+        cfg = settings(stack).config
+        if catalog.INSTANCE_TYPES[instance_type].offered_in(cfg["aws:region"], cfg["trainium-eks:trainiumAzId"]):
+            return stack
+    pytest.fail(f"no shipped stack's AZ offers {instance_type}")
+
+
+def trainium_az_of(instance_type: str) -> str:
+    return settings(stack_offering(instance_type)).config["trainium-eks:trainiumAzId"]
+
+
+def plan_with(instance_type: str, **extra):
+    group = node_group_config("trn", instance_type, **extra)
+    return evaluate(stack_offering(instance_type), trainiumNodeGroups=[group])
+
+
+def trainium_parts(plan):
+    lt = one([r for r in plan.find(LT) if "-trn-" in r.name])
+    ng = one([r for r in plan.find(NG) if r.name.endswith("-trn-ng")])
+    return lt, ng
+
+
+@pytest.mark.parametrize("instance_type", [t for t in catalog.TRAINIUM_TYPES if catalog.INSTANCE_TYPES[t].supports_efa])
+def test_launch_template_attaches_one_efa_interface_per_network_card(instance_type):
+    plan = plan_with(instance_type)
+    lt, _ = trainium_parts(plan)
+    interfaces = lt.inputs["networkInterfaces"]
+    spec = catalog.INSTANCE_TYPES[instance_type]
+
+    assert sorted(int(i["networkCardIndex"]) for i in interfaces) == list(range(spec.network_cards))
+    assert all(i["interfaceType"] == "efa" for i in interfaces)
+    for interface in interfaces:
+        expected_device = 0 if interface["networkCardIndex"] == 0 else 1
+        assert interface["deviceIndex"] == expected_device
+        assert interface["associatePublicIpAddress"] == "false"
+
+
+@pytest.mark.parametrize("instance_type", [t for t in catalog.TRAINIUM_TYPES if catalog.INSTANCE_TYPES[t].supports_efa])
+def test_efa_nodes_share_a_cluster_placement_group_and_a_self_referencing_security_group(instance_type):
+    plan = plan_with(instance_type)
+    lt, _ = trainium_parts(plan)
+    resources = by_urn(plan)
+    placement = one([r for r in plan.find(PG) if r.urn in lt.dependencies])
+    assert placement.inputs["strategy"] == "cluster"
+    assert lt.property_dependencies["placement"] == [placement.urn]
+
+    efa_group = one([r for r in plan.find(SG) if r.name.endswith("-trn-efa")])
+    assert {"self": True, "protocol": "-1"}.items() <= efa_group.inputs["ingress"][0].items()
+    assert any(rule.get("self") and rule["protocol"] == "-1" for rule in efa_group.inputs["egress"])
+    # Every EFA interface carries the EFA group and the cluster security group (EKS adds neither to custom NICs).
+    groups_of_interfaces = {tuple(i["securityGroups"]) for i in lt.inputs["networkInterfaces"]}
+    assert len(groups_of_interfaces) == 1
+    assert efa_group.urn in lt.property_dependencies["networkInterfaces"]
+    assert any(resources[u].type == "eks:index:Cluster" for u in lt.property_dependencies["networkInterfaces"])
+
+
+def test_instance_type_without_efa_gets_no_interfaces_and_no_placement_group():
+    plan = plan_with("trn1.2xlarge")
+    lt, ng = trainium_parts(plan)
+    assert "networkInterfaces" not in lt.inputs
+    assert "placement" not in lt.inputs
+    assert not [r for r in plan.find(PG)]
+    assert layout.EFA_PRESENT_LABEL not in ng.inputs["labels"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_node_group_lives_in_the_single_trainium_subnet(stack):
+    plan = evaluate(stack)
+    trainium_subnet = one([r for r in plan.find(SUBNET) if r.name.endswith("private-trainium")])
+    assert trainium_subnet.inputs["availabilityZoneId"] == settings(stack).config["trainium-eks:trainiumAzId"]
+    for ng in plan.find(NG):
+        if ng.inputs["amiType"] != "AL2023_x86_64_NEURON":
+            continue
+        assert len(ng.inputs["subnetIds"]) == 1
+        assert ng.property_dependencies["subnetIds"] == [trainium_subnet.urn]
+
+
+def test_node_group_runs_the_neuron_ami_with_the_neuron_taint_and_platform_labels(stack_plan):
+    trainium_groups = [r for r in stack_plan.find(NG) if r.inputs["amiType"] == "AL2023_x86_64_NEURON"]
+    assert trainium_groups
+    for ng in trainium_groups:
+        assert ng.inputs["taints"] == [
+            {"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": "NO_SCHEDULE"}
+        ]
+        assert ng.inputs["labels"][layout.NODE_ROLE_LABEL] == layout.TRAINIUM_NODE_ROLE
+        assert ng.inputs["instanceTypes"][0] in catalog.TRAINIUM_TYPES
+
+
+def test_scaling_comes_from_the_stack_config():
+    plan = evaluate("staging", trainiumNodeGroups=[{**node_group_config("trn", "trn1.32xlarge"), "minSize": 1, "desiredSize": 3, "maxSize": 5}])
+    _, ng = trainium_parts(plan)
+    assert ng.inputs["scalingConfig"] == {"minSize": 1, "desiredSize": 3, "maxSize": 5}
+
+
+def test_every_launch_template_requires_imdsv2_and_encrypts_a_gp3_root(stack_plan):
+    for lt in stack_plan.find(LT):
+        metadata = lt.inputs["metadataOptions"]
+        assert metadata["httpTokens"] == "required"
+        assert metadata["httpPutResponseHopLimit"] == 2
+        (root,) = lt.inputs["blockDeviceMappings"]
+        assert root["ebs"]["encrypted"] == "true"
+        assert root["ebs"]["volumeType"] == "gp3"
+        assert "imageId" not in lt.inputs and "userData" not in lt.inputs  # EKS supplies AMI and bootstrap
+
+
+def test_launch_template_is_the_version_the_node_group_uses():
+    plan = plan_with("trn1.32xlarge")
+    lt, ng = trainium_parts(plan)
+    assert ng.property_dependencies["launchTemplate"] == [lt.urn]
+
+
+def test_on_demand_capacity_reservation_targets_the_reservation():
+    reservation = {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": trainium_az_of("trn1.32xlarge")}
+    plan = plan_with("trn1.32xlarge", capacityReservation=reservation)
+    lt, ng = trainium_parts(plan)
+    target = lt.inputs["capacityReservationSpecification"]["capacityReservationTarget"]
+    assert target["capacityReservationId"] == reservation["id"]
+    assert "instanceMarketOptions" not in lt.inputs
+    assert ng.inputs["capacityType"] == "ON_DEMAND"
+
+
+def test_capacity_block_uses_the_capacity_block_market():
+    reservation = {"type": "capacity-block", "id": "cr-0123456789abcdef0", "azId": trainium_az_of("trn1.32xlarge")}
+    plan = plan_with("trn1.32xlarge", capacityReservation=reservation)
+    lt, ng = trainium_parts(plan)
+    assert lt.inputs["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert ng.inputs["capacityType"] == "CAPACITY_BLOCK"
