@@ -100,7 +100,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
             opts=child,
         )
         registry = Registry(f"{name}-registry", RegistryArgs(config.registry, tags, protect), opts=child)
-        tensorboard_service = None
+        tensorboard_service = ""  # the contract keeps the key; empty means TensorBoard is off
         if config.tensorboard:
             observability = Observability(
                 f"{name}-observability",

@@ -96,7 +96,7 @@ def wire_value(value: Any, components: set[str]) -> Any:
         return {k: wire_value(v, components) for k, v in sorted(value.items())}
     if isinstance(value, list):
         return [wire_value(v, components) for v in value]
-    if value == rpc.UNKNOWN:
+    if value == rpc.UNKNOWN or isinstance(value, pulumi.output.Unknown):
         return UNKNOWN
     return value
 

@@ -33,6 +33,13 @@ def _hex(*parts: str, length: int = 17) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:length]
 
 
+def _concat(*lists: Any) -> Any:
+    """Concatenate list inputs; an unknown list (preview) makes the result unknown."""
+    if any(isinstance(v, pulumi.output.Unknown) for v in lists):
+        return pulumi.output.Unknown()
+    return [item for v in lists for item in (v or [])]
+
+
 def az_names(region: str) -> dict[str, str]:
     """AZ ID -> AZ name for the mock account (real accounts map IDs to names in their own order)."""
     return {az_id: f"{region}{string.ascii_lowercase[i]}" for i, az_id in enumerate(catalog.REGIONS[region])}
@@ -84,6 +91,8 @@ class PlatformMocks(pulumi.runtime.Mocks):
         inputs = dict(args.inputs)
         if args.typ.startswith("pulumi:providers:") or args.custom is None:
             return f"{args.name}-id", inputs
+        if args.typ == "eks:index:Cluster":
+            self._record_eks_cluster_child(args.name, inputs)
         if self.preview:
             return None, inputs  # a create in preview: inputs known, every computed output unknown
         digest = _hex(args.typ, args.name)
@@ -131,21 +140,20 @@ class PlatformMocks(pulumi.runtime.Mocks):
         namespace = metadata.get("namespace")
         return {"id": f"{namespace}/{metadata['name']}" if namespace else metadata["name"], "metadata": metadata}
 
-    def _eks_cluster(self, name: str, inputs: dict, digest: str) -> dict:
-        """pulumi-eks is a remote component: no children under mocks, so its outputs are built here."""
-        cluster_name = inputs.get("name") or f"{name}-eksCluster-{digest[:7]}"
-        oidc_id = _hex(cluster_name, "oidc", length=32).upper()
-        issuer = f"oidc.eks.{self.region}.amazonaws.com/id/{oidc_id}"
-        endpoint = f"https://{oidc_id}.gr7.{self.region}.eks.amazonaws.com"
+    def _eks_cluster_urn(self, name: str) -> str:
+        """The URN of the aws:eks/cluster:Cluster that pulumi-eks creates inside the component being registered."""
         stack_project, qualified_type = self.request.urn.rsplit("::", 2)[:2]
-        cluster_urn = f"{stack_project}::{qualified_type}${EKS_CLUSTER_TYPE}::{name}-eksCluster"
+        return f"{stack_project}::{qualified_type}${EKS_CLUSTER_TYPE}::{name}-eksCluster"
+
+    def _record_eks_cluster_child(self, name: str, inputs: dict) -> None:
+        """pulumi-eks is a remote component whose provider never runs under mocks; record its cluster child."""
         self.monitor.record_remote_child(
-            cluster_urn,
+            self._eks_cluster_urn(name),
             EKS_CLUSTER_TYPE,
             f"{name}-eksCluster",
             self.request.urn,
             {  # what pulumi-eks passes to the aws:eks/cluster:Cluster it creates, from the component's inputs
-                "name": cluster_name,
+                "name": inputs.get("name"),
                 "version": inputs.get("version"),
                 "enabledClusterLogTypes": inputs.get("enabledClusterLogTypes"),
                 "encryptionConfig": {"provider": {"keyArn": inputs.get("encryptionConfigKeyArn")}, "resources": ["secrets"]},
@@ -153,12 +161,20 @@ class PlatformMocks(pulumi.runtime.Mocks):
                 "vpcConfig": {
                     "endpointPrivateAccess": inputs.get("endpointPrivateAccess"),
                     "endpointPublicAccess": inputs.get("endpointPublicAccess"),
-                    "publicAccessCidrs": inputs.get("publicAccessCidrs") or ["0.0.0.0/0"],
-                    "subnetIds": [*(inputs.get("privateSubnetIds") or []), *(inputs.get("publicSubnetIds") or [])],
+                    "publicAccessCidrs": inputs.get("publicAccessCidrs") or ["0.0.0.0/0"],  # EKS's default
+                    "subnetIds": _concat(inputs.get("privateSubnetIds"), inputs.get("publicSubnetIds")),
                 },
                 "tags": inputs.get("tags"),
             },
         )
+
+    def _eks_cluster(self, name: str, inputs: dict, digest: str) -> dict:
+        """The component's outputs, and the cluster child the SDK resolves ``eks_cluster`` to."""
+        cluster_name = inputs.get("name") or f"{name}-eksCluster-{digest[:7]}"
+        oidc_id = _hex(cluster_name, "oidc", length=32).upper()
+        issuer = f"oidc.eks.{self.region}.amazonaws.com/id/{oidc_id}"
+        endpoint = f"https://{oidc_id}.gr7.{self.region}.eks.amazonaws.com"
+        cluster_urn = self._eks_cluster_urn(name)
         self.monitor.resources[cluster_urn] = MockMonitor.ResourceRegistration(
             cluster_urn,
             cluster_name,

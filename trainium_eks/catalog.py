@@ -189,10 +189,5 @@ TRAINIUM_TYPES: tuple[str, ...] = tuple(n for n, it in INSTANCE_TYPES.items() if
 GENERAL_TYPES: tuple[str, ...] = tuple(n for n, it in INSTANCE_TYPES.items() if not it.is_trainium)
 
 
-def region_of_az_id(az_id: str) -> str | None:
-    """The region whose AZ-ID list contains ``az_id`` (None when the catalog does not know it)."""
-    return next((region for region, ids in REGIONS.items() if az_id in ids), None)
-
-
 def az_ids_offering(instance_type: str, region: str) -> tuple[str, ...]:
     return INSTANCE_TYPES[instance_type].az_ids.get(region, ())

@@ -1,0 +1,35 @@
+# Everything a developer or CI runs. Each target builds .venv from pinned requirements first (Python 3.11+).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+STACK  ?= dev
+
+.PHONY: preview plan-json test constraints clean
+
+$(STAMP): requirements.txt requirements-dev.txt constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
+	touch $@
+
+## preview: the resource tree of STACK (default dev), evaluated offline
+preview: $(STAMP)
+	$(BIN)/python -m preflight plan $(STACK)
+
+## plan-json: the same as one JSON object
+plan-json: $(STAMP)
+	$(BIN)/python -m preflight plan $(STACK) --json
+
+## test: the whole test suite
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+## constraints: re-pin every transitive dependency after editing a requirements file
+constraints:
+	rm -rf /tmp/trainium-eks-pin && $(PYTHON) -m venv /tmp/trainium-eks-pin
+	/tmp/trainium-eks-pin/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	{ echo "# Full pin set for requirements-dev.txt (pip freeze of a fresh .venv, Python 3.11). Regenerate with: make constraints"; \
+	  /tmp/trainium-eks-pin/bin/pip freeze --disable-pip-version-check; } > constraints.txt
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

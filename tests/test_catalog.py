@@ -1,0 +1,30 @@
+"""The hardware catalog: internally consistent facts that the rest of the platform can trust."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainium_eks import catalog
+
+
+@pytest.mark.parametrize("name", catalog.TRAINIUM_TYPES)
+def test_trainium_types_are_complete(name):
+    spec = catalog.INSTANCE_TYPES[name]
+    assert spec.neuron_devices > 0 and spec.neuron_cores >= spec.neuron_devices
+    assert spec.accelerator_memory_gib > 0 and spec.vcpus > 0 and spec.memory_gib > 0
+    assert spec.max_efa_interfaces in (0, spec.network_cards), "EFA is attached one interface per network card"
+    assert spec.on_demand_usd_per_hour and all(price > 0 for price in spec.on_demand_usd_per_hour.values())
+    assert spec.az_ids, f"{name} has no known AZ offering"
+    for region, az_ids in spec.az_ids.items():
+        assert set(az_ids) <= set(catalog.REGIONS[region]), (region, az_ids)
+
+
+def test_multi_node_types_support_efa_and_the_single_device_type_does_not():
+    assert not catalog.INSTANCE_TYPES["trn1.2xlarge"].supports_efa
+    for name in ("trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge"):
+        assert catalog.INSTANCE_TYPES[name].supports_efa
+
+
+def test_unknown_region_price_errs_on_the_expensive_side():
+    spec = catalog.INSTANCE_TYPES["trn2.48xlarge"]
+    assert spec.price("ap-southeast-4") == max(spec.on_demand_usd_per_hour.values())

@@ -1,0 +1,79 @@
+"""Device plugins: pinned charts, scheduled only on Trainium nodes, tolerating exactly the taint those nodes carry."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import evaluate, one
+from trainium_eks import versions
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+NG = "aws:eks/nodeGroup:NodeGroup"
+
+
+def tolerates(tolerations: list[dict], taint: dict) -> bool:
+    """Kubernetes' toleration matching, for the taint in EKS API form."""
+    effect = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}[taint["effect"]]
+    for t in tolerations:
+        if t.get("effect") not in (None, "", effect):
+            continue
+        if t.get("operator") == "Exists" and t.get("key") in (None, taint["key"]):
+            return True
+        if t.get("operator", "Equal") == "Equal" and t.get("key") == taint["key"] and t.get("value") == taint["value"]:
+            return True
+    return False
+
+
+def selects(node_selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in node_selector.items())
+
+
+def releases(plan):
+    return {r.inputs["name"]: r for r in plan.find(RELEASE)}
+
+
+def trainium_node_groups(plan):
+    return [ng for ng in plan.find(NG) if ng.inputs["amiType"] == "AL2023_x86_64_NEURON"]
+
+
+def test_plugins_tolerate_and_select_every_trainium_node_group(stack_plan):
+    neuron = releases(stack_plan)["neuron-device-plugin"].inputs["values"]["devicePlugin"]
+    for ng in trainium_node_groups(stack_plan):
+        for taint in ng.inputs["taints"]:
+            assert tolerates(neuron["tolerations"], taint)
+        assert selects(neuron["nodeSelector"], ng.inputs["labels"])
+
+
+def test_efa_plugin_lands_on_efa_nodes_only():
+    plan = evaluate("staging")
+    efa = releases(plan)["efa-device-plugin"].inputs["values"]
+    (ng,) = trainium_node_groups(plan)
+    assert all(tolerates(efa["tolerations"], taint) for taint in ng.inputs["taints"])
+    assert selects(efa["nodeSelector"], ng.inputs["labels"])
+    system = one([n for n in plan.find(NG) if n.inputs["amiType"] != "AL2023_x86_64_NEURON"])
+    assert not selects(efa["nodeSelector"], system.inputs["labels"])
+    dev_plan = evaluate("dev")  # trn1.2xlarge has no EFA: the plugin selects none of its nodes
+    (small,) = trainium_node_groups(dev_plan)
+    assert not selects(releases(dev_plan)["efa-device-plugin"].inputs["values"]["nodeSelector"], small.inputs["labels"])
+
+
+def test_plugins_do_not_select_system_nodes(stack_plan):
+    neuron = releases(stack_plan)["neuron-device-plugin"].inputs["values"]["devicePlugin"]
+    system = one([n for n in stack_plan.find(NG) if n.inputs["amiType"] != "AL2023_x86_64_NEURON"])
+    assert not selects(neuron["nodeSelector"], system.inputs["labels"])
+
+
+def test_charts_are_the_pinned_versions(stack_plan):
+    found = {(r.inputs["chart"], r.inputs["version"], r.inputs.get("repositoryOpts", {}).get("repo")) for r in stack_plan.find(RELEASE)}
+    pinned = {(c.chart, c.version, c.repository) for c in versions.HELM_CHARTS}
+    assert found == pinned
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_scheduler_extension_and_health_monitor_follow_the_config(enabled):
+    plan = evaluate("staging", neuronSchedulerExtension=enabled, neuronMonitor=enabled)
+    values = releases(plan)["neuron-device-plugin"].inputs["values"]
+    assert values["scheduler"]["enabled"] is enabled
+    assert values["npd"]["enabled"] is enabled
+    namespaces = {r.inputs["metadata"]["name"] for r in plan.find("kubernetes:core/v1:Namespace")}
+    assert ("neuron-healthcheck-system" in namespaces) is enabled

@@ -1,0 +1,92 @@
+"""The output contract other teams consume, and the graph as a whole."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.platform import CONTRACT_VERSION
+from conftest import STACKS, evaluate, settings
+from trainium_eks import catalog, versions
+
+# Contract 1.x: consumers may rely on every one of these keys. Removing or renaming one needs a major bump.
+CONTRACT_1 = {
+    "contractVersion", "environment", "region", "clusterName", "clusterEndpoint", "kubeconfig", "oidcProviderArn",
+    "clusterSecurityGroupId", "vpcId", "privateSubnetIds", "trainiumSubnetId", "trainiumAvailabilityZone", "trainiumAzId",
+    "trainiumNodeGroups", "nodeTaints", "volcanoQueues", "etcdEndpoint", "jobNamespace", "fsxClaimName", "fsxFileSystemId",
+    "fsxMountPath", "datasetsPath", "checkpointsPath", "neuronCompileCachePath", "tensorboardLogPath", "ecrRepositoryUrl",
+    "tensorboardService",
+}
+
+
+def test_contract_keys_are_stable(stack_plan):
+    assert CONTRACT_VERSION.split(".")[0] == "1"
+    assert set(stack_plan.outputs) == CONTRACT_1
+    assert stack_plan.outputs["contractVersion"] == CONTRACT_VERSION
+
+
+def test_kubeconfig_is_secret(stack_plan):
+    assert stack_plan.outputs["kubeconfig"] == "[secret]"
+
+
+def test_node_group_entries_describe_the_hardware(stack_plan):
+    stack = stack_plan.stack
+    configured = {g["name"]: g for g in json.loads(settings(stack).config["trainium-eks:trainiumNodeGroups"])}
+    for entry in stack_plan.outputs["trainiumNodeGroups"]:
+        spec = catalog.INSTANCE_TYPES[entry["instanceType"]]
+        assert entry["instanceType"] == configured[entry["name"]]["instanceType"]
+        assert entry["desiredSize"] == configured[entry["name"]]["desiredSize"]
+        assert entry["neuronDevicesPerNode"] == spec.neuron_devices
+        assert entry["neuronCoresPerNode"] == spec.neuron_cores
+        assert entry["efaInterfacesPerNode"] == spec.max_efa_interfaces
+
+
+def test_every_dependency_and_provider_resolves(stack_plan):
+    urns = {r.urn for r in stack_plan.resources}
+    for resource in stack_plan.resources:
+        assert set(resource.dependencies) <= urns, resource.urn
+        for deps in resource.property_dependencies.values():
+            assert set(deps) <= urns, resource.urn
+        assert resource.parent is None or resource.parent in urns
+        assert resource.provider is None or resource.provider in urns
+
+
+def test_kubernetes_resources_use_the_cluster_provider(stack_plan):
+    (provider,) = stack_plan.find("pulumi:providers:kubernetes")
+    for resource in stack_plan.resources:
+        if resource.type.startswith("kubernetes:"):
+            assert resource.provider == provider.urn, resource.urn
+
+
+def test_taggable_aws_resources_carry_the_required_tags(stack_plan):
+    config = settings(stack_plan.stack).config
+    for resource in stack_plan.resources:
+        if resource.type.startswith("aws:") and "tags" in resource.inputs:
+            tags = resource.inputs["tags"]
+            assert tags["environment"] == config["trainium-eks:environment"], resource.urn
+            assert tags["owner"] and tags["cost-center"], resource.urn
+
+
+def test_nothing_is_unpinned():
+    for chart in versions.HELM_CHARTS:
+        assert chart.version and chart.version[0] in "v0123456789" and "*" not in chart.version and "^" not in chart.version
+    for image in versions.IMAGES:
+        repository, _, tag = image.rpartition(":")
+        assert repository and tag and tag != "latest"
+
+
+def test_plans_are_deterministic():
+    first = json.dumps(evaluate("prod").to_json(), sort_keys=True)
+    second = json.dumps(evaluate("prod").to_json(), sort_keys=True)
+    assert first == second
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_preview_of_a_new_stack_evaluates_with_unknowns(stack):
+    plan = evaluate(stack, preview=True)
+    text = json.dumps(plan.to_json())
+    assert "[unknown]" in text
+    assert plan.outputs["vpcId"] == "[unknown]"
+    assert plan.outputs["trainiumAzId"] == settings(stack).config["trainium-eks:trainiumAzId"]  # invokes run in preview
+    assert {r.type for r in plan.resources} == {r.type for r in evaluate(stack).resources}

@@ -1,0 +1,98 @@
+"""Scheduling: Volcano queues sized from provisioned Neuron capacity; etcd with the v2 API behind a stable name."""
+
+from __future__ import annotations
+
+import math
+
+from conftest import evaluate, node_group_config, one
+from trainium_eks import catalog, layout, versions
+
+QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
+NG = "aws:eks/nodeGroup:NodeGroup"
+
+
+def provisioned_from_graph(plan) -> dict[str, int]:
+    """Sum desired nodes x per-node resources, reading instance types and sizes from the node groups in the graph."""
+    totals = {layout.NEURON_DEVICE_RESOURCE: 0, layout.NEURON_CORE_RESOURCE: 0, layout.EFA_RESOURCE: 0}
+    for ng in plan.find(NG):
+        spec = catalog.INSTANCE_TYPES[ng.inputs["instanceTypes"][0]]
+        if not spec.is_trainium:
+            continue
+        desired = int(ng.inputs["scalingConfig"]["desiredSize"])
+        efa = layout.EFA_PRESENT_LABEL in ng.inputs["labels"]
+        totals[layout.NEURON_DEVICE_RESOURCE] += desired * spec.neuron_devices
+        totals[layout.NEURON_CORE_RESOURCE] += desired * spec.neuron_cores
+        totals[layout.EFA_RESOURCE] += desired * (spec.max_efa_interfaces if efa else 0)
+    return totals
+
+
+def test_queue_capability_never_exceeds_provisioned_capacity(stack_plan):
+    provisioned = provisioned_from_graph(stack_plan)
+    queues = stack_plan.find(QUEUE)
+    assert queues
+    for queue in queues:
+        capability = queue.inputs["spec"]["capability"]
+        assert "cpu" not in capability and "memory" not in capability
+        assert capability, "a queue must be capped by accelerator capacity"
+        for resource, amount in capability.items():
+            assert 0 < amount <= provisioned[resource]
+
+
+def test_queue_shares_split_the_capacity():
+    queues = [{"name": "big", "weight": 3, "neuronShare": 0.75}, {"name": "small", "weight": 1, "neuronShare": 0.25}]
+    plan = evaluate("staging", volcanoQueues=queues)
+    provisioned = provisioned_from_graph(plan)
+    by_name = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in plan.find(QUEUE)}
+    for queue in queues:
+        spec = by_name[queue["name"]]
+        assert spec["weight"] == queue["weight"]
+        assert spec["capability"][layout.NEURON_DEVICE_RESOURCE] == math.floor(provisioned[layout.NEURON_DEVICE_RESOURCE] * queue["neuronShare"])
+
+
+def test_scaling_a_node_group_resizes_the_queue():
+    small = evaluate("staging", trainiumNodeGroups=[node_group_config("trn1-32xl", "trn1.32xlarge", size=2)])
+    large = evaluate("staging", trainiumNodeGroups=[node_group_config("trn1-32xl", "trn1.32xlarge", size=4)])
+    cap = lambda plan: one(plan.find(QUEUE)).inputs["spec"]["capability"][layout.NEURON_DEVICE_RESOURCE]  # noqa: E731
+    assert cap(large) == 2 * cap(small)
+
+
+def test_queues_wait_for_volcano_and_volcano_is_pinned(stack_plan):
+    volcano = one([r for r in stack_plan.find("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "volcano"])
+    assert volcano.inputs["version"] == versions.VOLCANO_CHART.version
+    assert volcano.inputs["values"]["custom"]["default_ns"] == {layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE}
+    for queue in stack_plan.find(QUEUE):
+        assert volcano.urn in queue.dependencies
+
+
+def etcd_parts(plan):
+    statefulset = one(plan.find("kubernetes:apps/v1:StatefulSet"))
+    service = one([s for s in plan.find("kubernetes:core/v1:Service") if s.inputs["metadata"]["name"] == "etcd"])
+    return statefulset, service
+
+
+def test_etcd_is_pinned_3_5_with_the_v2_api_and_a_stable_service(stack_plan):
+    statefulset, service = etcd_parts(stack_plan)
+    (container,) = statefulset.inputs["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == versions.ETCD_IMAGE and ":v3.5." in container["image"]
+    assert "--enable-v2=true" in container["args"]
+    namespace = stack_plan.outputs["jobNamespace"]
+    assert service.inputs["metadata"]["namespace"] == namespace
+    host, port = stack_plan.outputs["etcdEndpoint"].rsplit(":", 1)
+    assert host == f"{service.inputs['metadata']['name']}.{namespace}.svc.cluster.local"
+    assert int(port) in [p["port"] for p in service.inputs["spec"]["ports"]]
+    assert f"--advertise-client-urls=http://{stack_plan.outputs['etcdEndpoint']}" in container["args"]
+    assert service.inputs["spec"]["selector"] == statefulset.inputs["spec"]["template"]["metadata"]["labels"]
+
+
+def test_etcd_has_probes_resources_and_a_persistent_encrypted_volume(stack_plan):
+    statefulset, _ = etcd_parts(stack_plan)
+    pod = statefulset.inputs["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert container["resources"]["limits"] and container["resources"]["requests"]
+    assert pod["nodeSelector"] == {layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE}
+    (claim,) = statefulset.inputs["spec"]["volumeClaimTemplates"]
+    storage_class = one(stack_plan.find("kubernetes:storage.k8s.io/v1:StorageClass"))
+    assert claim["spec"]["storageClassName"] == storage_class.inputs["metadata"]["name"]
+    assert storage_class.inputs["parameters"] == {"type": "gp3", "encrypted": "true"}

@@ -1,0 +1,88 @@
+"""Storage: FSx for Lustre in the Trainium AZ, reachable on the Lustre ports, exposed as a ReadWriteMany claim."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import STACKS, evaluate, one, settings
+
+FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
+SG = "aws:ec2/securityGroup:SecurityGroup"
+
+
+def lustre_group(plan):
+    return one([g for g in plan.find(SG) if g.name.endswith("-lustre")])
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_file_system_sits_in_the_trainium_subnet(stack):
+    plan = evaluate(stack)
+    fsx = one(plan.find(FSX))
+    assert fsx.inputs["subnetIds"] == plan.outputs["trainiumSubnetId"]
+    cfg = settings(stack).config
+    assert fsx.inputs["deploymentType"] == cfg["trainium-eks:fsxDeploymentType"]
+    assert fsx.inputs["storageCapacity"] == int(cfg["trainium-eks:fsxStorageCapacityGiB"])
+
+
+def test_lustre_ports_are_open_to_cluster_nodes_and_between_servers(stack_plan):
+    group = lustre_group(stack_plan)
+    cluster_sg = stack_plan.outputs["clusterSecurityGroupId"]
+    for low, high in ((988, 988), (1018, 1023)):
+        rules = [r for r in group.inputs["ingress"] if r["protocol"] == "tcp" and (r["fromPort"], r["toPort"]) == (low, high)]
+        assert any(r.get("self") for r in rules), (low, high)
+        assert any(cluster_sg in r.get("securityGroups", []) for r in rules), (low, high)
+    assert not any("0.0.0.0/0" in r.get("cidrBlocks", []) for r in group.inputs["ingress"])
+    fsx = one(stack_plan.find(FSX))
+    assert fsx.property_dependencies["securityGroupIds"] == [group.urn]
+
+
+def test_persistent_file_systems_get_a_kms_key_backups_and_throughput(plans):
+    for stack, plan in plans.items():
+        fsx = one(plan.find(FSX))
+        if fsx.inputs["deploymentType"].startswith("PERSISTENT"):
+            assert fsx.inputs["kmsKeyId"].startswith("arn:aws:kms:")
+            assert fsx.inputs["perUnitStorageThroughput"] > 0
+            assert fsx.inputs["automaticBackupRetentionDays"] > 0
+        else:
+            assert "kmsKeyId" not in fsx.inputs and "perUnitStorageThroughput" not in fsx.inputs
+
+
+def test_data_repository_association_links_the_configured_bucket():
+    plan = evaluate("prod")
+    association = one(plan.find("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"))
+    assert association.inputs["dataRepositoryPath"] == settings("prod").config["trainium-eks:fsxDataRepositoryPath"]
+    assert association.inputs["fileSystemPath"] == "/datasets-repo"
+    assert not evaluate("dev").find("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+
+
+def test_claim_is_read_write_many_and_bound_to_the_file_system(stack_plan):
+    fsx = one(stack_plan.find(FSX))
+    volume = one(stack_plan.find("kubernetes:core/v1:PersistentVolume"))
+    claim = one(stack_plan.find("kubernetes:core/v1:PersistentVolumeClaim"))
+    assert volume.inputs["spec"]["csi"]["driver"] == "fsx.csi.aws.com"
+    assert fsx.urn in volume.property_dependencies["spec"]
+    assert volume.inputs["spec"]["accessModes"] == claim.inputs["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert volume.inputs["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    assert claim.inputs["spec"]["volumeName"] == volume.inputs["metadata"]["name"]
+    assert claim.inputs["metadata"]["name"] == stack_plan.outputs["fsxClaimName"]
+    assert claim.inputs["metadata"]["namespace"] == stack_plan.outputs["jobNamespace"]
+
+
+def test_csi_controller_role_trusts_only_its_service_account_and_can_only_describe_and_expand(stack_plan):
+    role = one([r for r in stack_plan.find("aws:iam/role:Role") if r.name.endswith("fsx-csi")])
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    (statement,) = trust["Statement"]
+    subjects = [v for cond in statement["Condition"]["StringEquals"].items() if cond[0].endswith(":sub") for v in cond[1]]
+    assert subjects == ["system:serviceaccount:kube-system:fsx-csi-controller-sa"]
+    role_policy = one([p for p in stack_plan.find("aws:iam/rolePolicy:RolePolicy") if p.name.endswith("fsx-csi")])
+    policy = json.loads(role_policy.inputs["policy"])
+    actions = {a for s in policy["Statement"] for a in s["Action"]}
+    assert actions == {"fsx:DescribeFileSystems", "fsx:UpdateFileSystem"}
+    update = one([s for s in policy["Statement"] if "fsx:UpdateFileSystem" in s["Action"]])
+    assert update["Resource"].startswith("arn:aws:fsx:") and ":file-system/fs-" in update["Resource"]
+    assert role_policy.property_dependencies["policy"] == [one(stack_plan.find(FSX)).urn]
+    release = one([r for r in stack_plan.find("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "aws-fsx-csi-driver"])
+    annotations = release.inputs["values"]["controller"]["serviceAccount"]["annotations"]
+    assert annotations["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
