@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
-.PHONY: preview plan-json test constraints clean
+.PHONY: preview plan-json test lint constraints clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -20,9 +20,14 @@ preview: $(STAMP)
 plan-json: $(STAMP)
 	$(BIN)/python -m preflight plan $(STACK) --json
 
-## test: the whole test suite
-test: $(STAMP)
+## test: lint, then the whole test suite
+test: lint
 	$(BIN)/python -m pytest
+
+## lint: ruff's checks and formatting
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 ## constraints: re-pin every transitive dependency after editing a requirements file
 constraints:

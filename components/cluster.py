@@ -8,8 +8,8 @@ resources so that tests and policies see every property of them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import pulumi
 import pulumi_aws as aws

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import pulumi
 import pulumi_aws as aws
@@ -16,8 +16,11 @@ def irsa_trust_policy(oidc_provider_arn: pulumi.Input[str], oidc_issuer: pulumi.
                 "actions": ["sts:AssumeRoleWithWebIdentity"],
                 "principals": [{"type": "Federated", "identifiers": [oidc_provider_arn]}],
                 "conditions": [
-                    {"test": "StringEquals", "variable": issuer.apply(lambda i: f"{i}:sub"),
-                     "values": [f"system:serviceaccount:{namespace}:{service_account}"]},
+                    {
+                        "test": "StringEquals",
+                        "variable": issuer.apply(lambda i: f"{i}:sub"),
+                        "values": [f"system:serviceaccount:{namespace}:{service_account}"],
+                    },
                     {"test": "StringEquals", "variable": issuer.apply(lambda i: f"{i}:aud"), "values": ["sts.amazonaws.com"]},
                 ],
             }

@@ -7,8 +7,8 @@ group's AMI type (AL2023 standard or AL2023 Neuron) lets EKS supply the image an
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -89,9 +89,7 @@ def node_launch_template(name: str, args: LaunchTemplateArgs, parent: pulumi.Res
         instance_market_options=(
             {"market_type": "capacity-block"} if reservation and reservation.kind == "capacity-block" else None
         ),
-        tag_specifications=[
-            {"resource_type": kind, "tags": propagated} for kind in ("instance", "volume", "network-interface")
-        ],
+        tag_specifications=[{"resource_type": kind, "tags": propagated} for kind in ("instance", "volume", "network-interface")],
         tags=tags,
         opts=pulumi.ResourceOptions(parent=parent),
     )

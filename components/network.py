@@ -8,8 +8,8 @@ instance-type offering is confirmed against EC2 before the subnet is created.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -156,7 +156,7 @@ class Network(pulumi.ComponentResource):
         )
 
         public_subnets, private_subnets = [], []
-        for i, (az_id, private_cidr, public_cidr) in enumerate(zip(az_ids, private_cidrs, public_cidrs)):
+        for i, (az_id, private_cidr, public_cidr) in enumerate(zip(az_ids, private_cidrs, public_cidrs, strict=True)):
             role = "trainium" if i == 0 else f"az{i}"
             public = aws.ec2.Subnet(
                 f"{name}-public-{role}",
@@ -173,7 +173,12 @@ class Network(pulumi.ComponentResource):
                 vpc_id=vpc.id,
                 cidr_block=private_cidr,
                 availability_zone_id=az_id,
-                tags={**tags, **cluster_tag, "Name": f"{args.cluster_name}-private-{role}", "kubernetes.io/role/internal-elb": "1"},
+                tags={
+                    **tags,
+                    **cluster_tag,
+                    "Name": f"{args.cluster_name}-private-{role}",
+                    "kubernetes.io/role/internal-elb": "1",
+                },
                 opts=child,
             )
             public_subnets.append(public)
@@ -201,7 +206,9 @@ class Network(pulumi.ComponentResource):
                 tags={**tags, "Name": f"{args.cluster_name}-private-{role}"},
                 opts=child,
             )
-            aws.ec2.RouteTableAssociation(f"{name}-private-{role}", subnet_id=private.id, route_table_id=route_table.id, opts=child)
+            aws.ec2.RouteTableAssociation(
+                f"{name}-private-{role}", subnet_id=private.id, route_table_id=route_table.id, opts=child
+            )
 
         self.vpc_id = vpc.id
         self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private_subnets])

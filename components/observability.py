@@ -13,7 +13,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kube import system_node_selector
+from components.kube import (
+    restricted_container_security_context,
+    restricted_pod_security_context,
+    system_node_selector,
+)
 from trainium_eks import layout, versions
 
 TENSORBOARD_NAME = "tensorboard"
@@ -44,12 +48,7 @@ class Observability(pulumi.ComponentResource):
                     "metadata": {"labels": labels},
                     "spec": {
                         "nodeSelector": system_node_selector(),
-                        "securityContext": {
-                            "runAsNonRoot": True,
-                            "runAsUser": TENSORBOARD_UID,
-                            "runAsGroup": TENSORBOARD_UID,
-                            "seccompProfile": {"type": "RuntimeDefault"},
-                        },
+                        "securityContext": restricted_pod_security_context(TENSORBOARD_UID),
                         "containers": [
                             {
                                 "name": TENSORBOARD_NAME,
@@ -67,11 +66,7 @@ class Observability(pulumi.ComponentResource):
                                     "requests": {"cpu": "250m", "memory": "1Gi"},
                                     "limits": {"cpu": "2", "memory": "4Gi"},
                                 },
-                                "securityContext": {
-                                    "allowPrivilegeEscalation": False,
-                                    "readOnlyRootFilesystem": True,
-                                    "capabilities": {"drop": ["ALL"]},
-                                },
+                                "securityContext": restricted_container_security_context(),
                                 "env": [{"name": "HOME", "value": "/tmp"}],
                                 "volumeMounts": [
                                     {"name": "shared", "mountPath": layout.FSX_MOUNT_PATH, "readOnly": True},

@@ -131,7 +131,8 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 {"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": layout.NEURON_TAINT_EFFECT_K8S}
             ],
             "volcanoQueues": [
-                {"name": q.name, "weight": q.weight, "capability": queue_capability(q, capacity)} for q in config.scheduling.queues
+                {"name": q.name, "weight": q.weight, "capability": queue_capability(q, capacity)}
+                for q in config.scheduling.queues
             ],
             "etcdEndpoint": scheduling.etcd_endpoint,
             "jobNamespace": scheduling.job_namespace,

@@ -7,8 +7,8 @@ and a lifecycle policy that expires untagged layers quickly and keeps the newest
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import pulumi
 import pulumi_aws as aws

@@ -9,13 +9,18 @@ torch's ``etcd`` and ``etcd-v2`` rendezvous backends (python-etcd) speak.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kube import helm_release, system_node_selector
+from components.kube import (
+    helm_release,
+    restricted_container_security_context,
+    restricted_pod_security_context,
+    system_node_selector,
+)
 from trainium_eks import layout, versions
 from trainium_eks.config import QueueConfig, SchedulingConfig, TrainiumNodeGroupConfig
 
@@ -123,13 +128,7 @@ class Scheduling(pulumi.ComponentResource):
                     "metadata": {"labels": labels},
                     "spec": {
                         "nodeSelector": system_node_selector(),
-                        "securityContext": {
-                            "runAsNonRoot": True,
-                            "runAsUser": ETCD_UID,
-                            "runAsGroup": ETCD_UID,
-                            "fsGroup": ETCD_UID,
-                            "seccompProfile": {"type": "RuntimeDefault"},
-                        },
+                        "securityContext": restricted_pod_security_context(ETCD_UID, owns_volumes=True),
                         "containers": [
                             {
                                 "name": ETCD_NAME,
@@ -166,11 +165,7 @@ class Scheduling(pulumi.ComponentResource):
                                     "requests": {"cpu": "250m", "memory": "512Mi"},
                                     "limits": {"cpu": "1", "memory": "1Gi"},
                                 },
-                                "securityContext": {
-                                    "allowPrivilegeEscalation": False,
-                                    "readOnlyRootFilesystem": True,
-                                    "capabilities": {"drop": ["ALL"]},
-                                },
+                                "securityContext": restricted_container_security_context(),
                                 "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
                             }
                         ],

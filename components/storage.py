@@ -14,8 +14,8 @@ claim in the job namespace. Layout on the volume (mounted at /data by jobs and T
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import pulumi
 import pulumi_aws as aws
@@ -56,8 +56,13 @@ def lustre_ingress(cluster_security_group_id: pulumi.Input[str]) -> list[dict]:
         for low, high, what in ports
         for rule in (
             {"protocol": "tcp", "from_port": low, "to_port": high, "self": True, "description": f"{what} between servers"},
-            {"protocol": "tcp", "from_port": low, "to_port": high, "security_groups": [cluster_security_group_id],
-             "description": f"{what} from cluster nodes"},
+            {
+                "protocol": "tcp",
+                "from_port": low,
+                "to_port": high,
+                "security_groups": [cluster_security_group_id],
+                "description": f"{what} from cluster nodes",
+            },
         )
     ]
 

@@ -8,8 +8,8 @@ group, and they carry the Neuron taint so that only Neuron workloads land on the
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws

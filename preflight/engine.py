@@ -14,7 +14,6 @@ import importlib.metadata
 import runpy
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -206,9 +205,18 @@ def _record_default_providers(monitor: RecordingMonitor, stack: StackSettings) -
         inputs = {k.split(":", 1)[1]: v for k, v in stack.config.items() if k.startswith(f"{package}:")}
         inputs["version"] = importlib.metadata.version(f"pulumi_{package}")
         monitor.records[urn] = {
-            "urn": urn, "type": f"pulumi:providers:{package}", "name": urn.rsplit("::", 1)[1], "custom": True,
-            "remote": False, "parent": None, "provider": None, "protect": False, "retain_on_delete": False,
-            "dependencies": [], "property_dependencies": {}, "inputs": inputs,
+            "urn": urn,
+            "type": f"pulumi:providers:{package}",
+            "name": urn.rsplit("::", 1)[1],
+            "custom": True,
+            "remote": False,
+            "parent": None,
+            "provider": None,
+            "protect": False,
+            "retain_on_delete": False,
+            "dependencies": [],
+            "property_dependencies": {},
+            "inputs": inputs,
         }
 
 

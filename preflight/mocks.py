@@ -12,7 +12,8 @@ import hashlib
 import json
 import string
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pulumi
 from pulumi.runtime import rpc
@@ -60,25 +61,38 @@ class PlatformMocks(pulumi.runtime.Mocks):
             "aws:ec2/routeTableAssociation:RouteTableAssociation": lambda n, i, h: {"id": f"rtbassoc-{h}"},
             "aws:ec2/eip:Eip": lambda n, i, h: {"id": f"eipalloc-{h}", "publicIp": f"198.51.100.{int(h[:2], 16) % 250 + 1}"},
             "aws:ec2/natGateway:NatGateway": lambda n, i, h: {"id": f"nat-{h}"},
-            "aws:ec2/securityGroup:SecurityGroup": lambda n, i, h: {"id": f"sg-{h}", "arn": self._arn("ec2", f"security-group/sg-{h}")},
-            "aws:ec2/placementGroup:PlacementGroup": lambda n, i, h: self._named(n, i, h, lambda name: {"id": name, "placementGroupId": f"pg-{h}"}),
+            "aws:ec2/securityGroup:SecurityGroup": lambda n, i, h: {
+                "id": f"sg-{h}",
+                "arn": self._arn("ec2", f"security-group/sg-{h}"),
+            },
+            "aws:ec2/placementGroup:PlacementGroup": lambda n, i, h: self._named(
+                n, i, h, lambda name: {"id": name, "placementGroupId": f"pg-{h}"}
+            ),
             "aws:ec2/launchTemplate:LaunchTemplate": lambda n, i, h: {
-                "id": f"lt-{h}", "latestVersion": 1, "defaultVersion": 1, "arn": self._arn("ec2", f"launch-template/lt-{h}"),
+                "id": f"lt-{h}",
+                "latestVersion": 1,
+                "defaultVersion": 1,
+                "arn": self._arn("ec2", f"launch-template/lt-{h}"),
             },
             "aws:eks/nodeGroup:NodeGroup": lambda n, i, h: {
-                "id": f"{i.get('clusterName')}:{i.get('nodeGroupName')}", "status": "ACTIVE",
+                "id": f"{i.get('clusterName')}:{i.get('nodeGroupName')}",
+                "status": "ACTIVE",
                 "arn": self._arn("eks", f"nodegroup/{i.get('clusterName')}/{i.get('nodeGroupName')}/{h[:8]}"),
             },
             "aws:eks/addon:Addon": lambda n, i, h: {"id": f"{i.get('clusterName')}:{i.get('addonName')}"},
             "aws:kms/key:Key": lambda n, i, h: self._kms_key(h),
             "aws:kms/alias:Alias": lambda n, i, h: {"id": i.get("name"), "arn": self._arn("kms", i.get("name", ""))},
             "aws:iam/role:Role": lambda n, i, h: self._named(
-                n, i, h, lambda name: {"id": name, "arn": f"arn:aws:iam::{ACCOUNT_ID}:role/{name}", "uniqueId": f"AROA{h.upper()}"}
+                n,
+                i,
+                h,
+                lambda name: {"id": name, "arn": f"arn:aws:iam::{ACCOUNT_ID}:role/{name}", "uniqueId": f"AROA{h.upper()}"},
             ),
             "aws:fsx/lustreFileSystem:LustreFileSystem": self._file_system,
             "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": lambda n, i, h: {"id": f"dra-{h}"},
             "aws:ecr/repository:Repository": lambda n, i, h: {
-                "id": i.get("name"), "registryId": ACCOUNT_ID,
+                "id": i.get("name"),
+                "registryId": ACCOUNT_ID,
                 "arn": self._arn("ecr", f"repository/{i.get('name')}"),
                 "repositoryUrl": f"{ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{i.get('name')}",
             },
@@ -193,9 +207,18 @@ class PlatformMocks(pulumi.runtime.Mocks):
             "clusters": [{"name": cluster_name, "cluster": {"server": endpoint, "certificate-authority-data": "TU9DSw=="}}],
             "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
             "current-context": cluster_name,
-            "users": [{"name": cluster_name, "user": {"exec": {
-                "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws",
-                "args": ["eks", "get-token", "--cluster-name", cluster_name, "--region", self.region]}}}],
+            "users": [
+                {
+                    "name": cluster_name,
+                    "user": {
+                        "exec": {
+                            "apiVersion": "client.authentication.k8s.io/v1beta1",
+                            "command": "aws",
+                            "args": ["eks", "get-token", "--cluster-name", cluster_name, "--region", self.region],
+                        }
+                    },
+                }
+            ],
         }
         return {
             # pulumi-eks marks both kubeconfig outputs secret
@@ -224,14 +247,25 @@ class PlatformMocks(pulumi.runtime.Mocks):
 
     def _availability_zones(self, args: dict) -> dict:
         names = az_names(self.region)
-        return {"id": self.region, "names": list(names.values()), "zoneIds": list(names), "groupNames": [self.region] * len(names)}
+        return {
+            "id": self.region,
+            "names": list(names.values()),
+            "zoneIds": list(names),
+            "groupNames": [self.region] * len(names),
+        }
 
     def _availability_zone(self, args: dict) -> dict:
         az_id = args.get("zoneId")
         names = az_names(self.region)
         if az_id not in names:
             raise ValueError(f"no availability zone with ID {az_id} in {self.region}")
-        return {"name": names[az_id], "zoneId": az_id, "region": self.region, "state": "available", "zoneType": "availability-zone"}
+        return {
+            "name": names[az_id],
+            "zoneId": az_id,
+            "region": self.region,
+            "state": "available",
+            "zoneType": "availability-zone",
+        }
 
     def _offerings(self, args: dict) -> dict:
         filters = {f["name"]: f["values"] for f in args.get("filters", [])}
@@ -261,7 +295,9 @@ class PlatformMocks(pulumi.runtime.Mocks):
             for principal in s.get("principals", []):
                 statement.setdefault("Principal", {})[principal["type"]] = principal["identifiers"]
             for condition in s.get("conditions", []):
-                statement.setdefault("Condition", {}).setdefault(condition["test"], {})[condition["variable"]] = condition["values"]
+                statement.setdefault("Condition", {}).setdefault(condition["test"], {})[condition["variable"]] = condition[
+                    "values"
+                ]
             if "resources" in s:
                 statement["Resource"] = s["resources"]
             statements.append(statement)

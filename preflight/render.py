@@ -33,7 +33,11 @@ def tree(plan: Plan) -> str:
     lines.append(f"     {'Type':<{type_width}}{'Name':<{name_width}}Plan")
     lines += [f" +   {t:<{type_width}}{n:<{name_width}}{p}" for t, n, p in rows]
     custom = sum(1 for r in plan.resources if r.custom)
-    lines += ["", "Resources:", f"    + {len(plan.resources)} to create ({custom} custom, {len(plan.resources) - custom} components)"]
+    lines += [
+        "",
+        "Resources:",
+        f"    + {len(plan.resources)} to create ({custom} custom, {len(plan.resources) - custom} components)",
+    ]
     lines += ["", "Outputs:"]
     width = max(map(len, plan.outputs), default=0) + 2
     for key, value in sorted(plan.outputs.items()):

@@ -61,7 +61,7 @@ def stack_names(root: Path = REPO_ROOT) -> list[str]:
     """The stacks that have a settings file in the project's stack config directory."""
     project = _read_yaml(root / "Pulumi.yaml")
     directory = root / project.get("stackConfigDir", ".")
-    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in directory.glob("Pulumi.*.yaml"))
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in directory.glob("Pulumi.*.yaml"))
 
 
 def load(stack: str, stack_file: Path | None = None, root: Path = REPO_ROOT) -> StackSettings:

@@ -32,7 +32,7 @@ def evaluate(stack: str, *, preview: bool = False, mocks_factory=None, **overrid
     return engine.evaluate(settings(stack, **overrides), preview=preview, **kwargs)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached(stack: str, preview: bool) -> engine.Plan:
     return evaluate(stack, preview=preview)
 
@@ -59,4 +59,3 @@ def one(resources: list[engine.Resource]) -> engine.Resource:
 
 def by_urn(plan: engine.Plan) -> dict[str, engine.Resource]:
     return {r.urn: r for r in plan.resources}
-

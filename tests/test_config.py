@@ -7,7 +7,8 @@ import sys
 
 import pytest
 import yaml
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import STACKS, node_group_config, settings
 from preflight.stackfile import REPO_ROOT
@@ -25,10 +26,18 @@ BAD_INPUTS = [
     ({"trainiumNodeGroups": [{**GROUP, "desiredSize": "two"}]}, "trainiumNodeGroups[0].desiredSize", "expected an integer"),
     ({"trainiumNodeGroups": [{**GROUP, "desiredSize": 3}]}, "trainiumNodeGroups[0].desiredSize", "between minSize and maxSize"),
     ({"trainiumNodeGroups": [{**GROUP, "minSize": -1, "desiredSize": 0}]}, "trainiumNodeGroups[0].minSize", "negative"),
-    ({"trainiumNodeGroups": [{**GROUP, "minSize": 0, "desiredSize": 0, "maxSize": 0}]}, "trainiumNodeGroups[0].maxSize", "at least one"),
+    (
+        {"trainiumNodeGroups": [{**GROUP, "minSize": 0, "desiredSize": 0, "maxSize": 0}]},
+        "trainiumNodeGroups[0].maxSize",
+        "at least one",
+    ),
     ({"trainiumNodeGroups": [{**GROUP, "instanceType": "p5.48xlarge"}]}, "trainiumNodeGroups[0].instanceType", "trn1.32xlarge"),
     ({"trainiumNodeGroups": [{**GROUP, "efa": False}]}, "trainiumNodeGroups[0].efa", "must run with EFA"),
-    ({"trainiumNodeGroups": [node_group_config("small", "trn1.2xlarge", efa=True)]}, "trainiumNodeGroups[0].efa", "no EFA support"),
+    (
+        {"trainiumNodeGroups": [node_group_config("small", "trn1.2xlarge", efa=True)]},
+        "trainiumNodeGroups[0].efa",
+        "no EFA support",
+    ),
     ({"trainiumNodeGroups": [{**GROUP, "efaa": True}]}, "trainiumNodeGroups[0].efaa", "did you mean 'efa'"),
     ({"trainiumNodeGroups": [GROUP, GROUP]}, "trainiumNodeGroups[1].name", "used twice"),
     ({"trainiumNodeGroups": []}, "trainium-eks:trainiumNodeGroups", "at least one"),
@@ -36,7 +45,11 @@ BAD_INPUTS = [
     ({"trainiumNodeGroups": None}, "trainium-eks:trainiumNodeGroups", "missing"),
     ({"trainiumNodeGroups": [{**GROUP, "labels": {"trainium-eks/node-role": "x"}}]}, "labels.trainium-eks/node-role", "reserved"),
     (
-        {"trainiumNodeGroups": [{**GROUP, "capacityReservation": {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": "use1-az1"}}]},
+        {
+            "trainiumNodeGroups": [
+                {**GROUP, "capacityReservation": {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": "use1-az1"}}
+            ]
+        },
         "capacityReservation.azId",
         "differs from trainiumAzId",
     ),
@@ -151,7 +164,11 @@ def test_cli_exits_2_with_one_line_and_no_traceback(tmp_path, edit, words):
 
 @pytest.mark.parametrize(
     ("args", "words"),
-    [(["plan", "nosuchstack"], "known stacks: dev, prod, staging"), (["plan"], "required: stack"), (["explode"], "invalid choice")],
+    [
+        (["plan", "nosuchstack"], "known stacks: dev, prod, staging"),
+        (["plan"], "required: stack"),
+        (["explode"], "invalid choice"),
+    ],
 )
 def test_cli_usage_errors_exit_2_with_one_line(args, words):
     result = run_preflight(*args)

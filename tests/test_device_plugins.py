@@ -64,7 +64,9 @@ def test_plugins_do_not_select_system_nodes(stack_plan):
 
 
 def test_charts_are_the_pinned_versions(stack_plan):
-    found = {(r.inputs["chart"], r.inputs["version"], r.inputs.get("repositoryOpts", {}).get("repo")) for r in stack_plan.find(RELEASE)}
+    found = {
+        (r.inputs["chart"], r.inputs["version"], r.inputs.get("repositoryOpts", {}).get("repo")) for r in stack_plan.find(RELEASE)
+    }
     pinned = {(c.chart, c.version, c.repository) for c in versions.HELM_CHARTS}
     assert found == pinned
 

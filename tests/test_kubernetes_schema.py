@@ -18,7 +18,11 @@ QUEUE_SCHEMA = {
     "properties": {
         "apiVersion": {"const": "scheduling.volcano.sh/v1beta1"},
         "kind": {"const": "Queue"},
-        "metadata": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "labels": {"type": "object"}}},
+        "metadata": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string"}, "labels": {"type": "object"}},
+        },
         "spec": {
             "type": "object",
             "additionalProperties": False,

@@ -56,7 +56,8 @@ def test_subnet_cidrs_fit_the_vpc_and_do_not_overlap(cidr, az_count):
     assert len(private) == len(public) == az_count
     assert all(b.subnet_of(ipaddress.IPv4Network(cidr)) for b in blocks)
     assert not any(a.overlaps(b) for i, a in enumerate(blocks) for b in blocks[i + 1 :])
-    assert all(ipaddress.IPv4Network(p).num_addresses > ipaddress.IPv4Network(q).num_addresses for p, q in zip(private, public))
+    size = lambda block: ipaddress.IPv4Network(block).num_addresses
+    assert all(size(p) > size(q) for p, q in zip(private, public, strict=True))
 
 
 class NothingOffered(PlatformMocks):

@@ -7,8 +7,19 @@ import shutil
 
 from test_config import run_preflight
 
-RESOURCE_KEYS = {"urn", "type", "name", "custom", "parent", "provider", "protect", "retainOnDelete", "dependencies",
-                 "propertyDependencies", "inputs"}
+RESOURCE_KEYS = {
+    "urn",
+    "type",
+    "name",
+    "custom",
+    "parent",
+    "provider",
+    "protect",
+    "retainOnDelete",
+    "dependencies",
+    "propertyDependencies",
+    "inputs",
+}
 
 
 def test_plan_json_has_the_engine_shape():

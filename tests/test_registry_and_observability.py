@@ -27,7 +27,12 @@ def test_lifecycle_policy_expires_untagged_images_and_keeps_the_configured_numbe
 
 
 def test_protected_stacks_protect_stateful_resources(plans):
-    stateful = ("aws:ecr/repository:Repository", "aws:fsx/lustreFileSystem:LustreFileSystem", "aws:kms/key:Key", "eks:index:Cluster")
+    stateful = (
+        "aws:ecr/repository:Repository",
+        "aws:fsx/lustreFileSystem:LustreFileSystem",
+        "aws:kms/key:Key",
+        "eks:index:Cluster",
+    )
     for stack, plan in plans.items():
         protect = stack == "prod"
         for type_ in stateful:
@@ -40,7 +45,9 @@ def test_protected_stacks_protect_stateful_resources(plans):
 def test_tensorboard_is_cluster_internal_and_reads_the_shared_logs(stack_plan):
     services = stack_plan.find("kubernetes:core/v1:Service")
     assert all(s.inputs["spec"]["type"] == "ClusterIP" for s in services)
-    deployment = one([d for d in stack_plan.find("kubernetes:apps/v1:Deployment") if d.inputs["metadata"]["name"] == "tensorboard"])
+    deployment = one(
+        [d for d in stack_plan.find("kubernetes:apps/v1:Deployment") if d.inputs["metadata"]["name"] == "tensorboard"]
+    )
     pod = deployment.inputs["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["image"] == versions.TENSORBOARD_IMAGE
@@ -49,7 +56,9 @@ def test_tensorboard_is_cluster_internal_and_reads_the_shared_logs(stack_plan):
     assert claim_volume["persistentVolumeClaim"] == {"claimName": stack_plan.outputs["fsxClaimName"], "readOnly": True}
     service = one([s for s in services if s.inputs["metadata"]["name"] == "tensorboard"])
     port = service.inputs["spec"]["ports"][0]["port"]
-    assert stack_plan.outputs["tensorboardService"].endswith(f".{stack_plan.outputs['jobNamespace']}.svc.cluster.local:{int(port)}")
+    assert stack_plan.outputs["tensorboardService"].endswith(
+        f".{stack_plan.outputs['jobNamespace']}.svc.cluster.local:{int(port)}"
+    )
 
 
 def test_tensorboard_can_be_turned_off():

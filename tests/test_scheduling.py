@@ -46,7 +46,9 @@ def test_queue_shares_split_the_capacity():
     for queue in queues:
         spec = by_name[queue["name"]]
         assert spec["weight"] == queue["weight"]
-        assert spec["capability"][layout.NEURON_DEVICE_RESOURCE] == math.floor(provisioned[layout.NEURON_DEVICE_RESOURCE] * queue["neuronShare"])
+        assert spec["capability"][layout.NEURON_DEVICE_RESOURCE] == math.floor(
+            provisioned[layout.NEURON_DEVICE_RESOURCE] * queue["neuronShare"]
+        )
 
 
 def test_scaling_a_node_group_resizes_the_queue():

@@ -39,7 +39,7 @@ def test_lustre_ports_are_open_to_cluster_nodes_and_between_servers(stack_plan):
 
 
 def test_persistent_file_systems_get_a_kms_key_backups_and_throughput(plans):
-    for stack, plan in plans.items():
+    for plan in plans.values():
         fsx = one(plan.find(FSX))
         if fsx.inputs["deploymentType"].startswith("PERSISTENT"):
             assert fsx.inputs["kmsKeyId"].startswith("arn:aws:kms:")

@@ -105,7 +105,10 @@ def test_node_group_runs_the_neuron_ami_with_the_neuron_taint_and_platform_label
 
 
 def test_scaling_comes_from_the_stack_config():
-    plan = evaluate("staging", trainiumNodeGroups=[{**node_group_config("trn", "trn1.32xlarge"), "minSize": 1, "desiredSize": 3, "maxSize": 5}])
+    plan = evaluate(
+        "staging",
+        trainiumNodeGroups=[{**node_group_config("trn", "trn1.32xlarge"), "minSize": 1, "desiredSize": 3, "maxSize": 5}],
+    )
     _, ng = trainium_parts(plan)
     assert ng.inputs["scalingConfig"] == {"minSize": 1, "desiredSize": 3, "maxSize": 5}
 

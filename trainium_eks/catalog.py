@@ -26,9 +26,9 @@ previews; at deploy time the network component confirms the offering with
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 PRICE_SOURCE = "EC2 on-demand Linux list prices (karpenter-provider-aws pricing table, 2026-07-20)"
 

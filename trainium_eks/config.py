@@ -13,10 +13,11 @@ import functools
 import ipaddress
 import json
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import yaml
 from pulumi.errors import RunError
@@ -191,7 +192,7 @@ class Declaration:
     description: str
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def project_declarations(project_file: Path = PROJECT_FILE) -> tuple[str, Mapping[str, Declaration]]:
     """The project name and its typed config declarations, as written in Pulumi.yaml."""
     document = yaml.safe_load(project_file.read_text())
@@ -287,7 +288,7 @@ class _Obj:
             raise ConfigError(f"{self.path}.{key}", f"expected a boolean, got {json.dumps(value)}", "write true or false")
         return value
 
-    def obj(self, key: str) -> "_Obj | None":
+    def obj(self, key: str) -> _Obj | None:
         value = self._get(key, None, False)
         return None if value is None else _Obj(f"{self.path}.{key}", value)
 
@@ -336,7 +337,7 @@ def parse(raw_config: Mapping[str, Any], *, stack: str, project_file: Path = PRO
     """Parse the CLI's flat config map for ``stack`` into a validated ``PlatformConfig``."""
     project, declarations = project_declarations(project_file)
     prefix = f"{project}:"
-    ours = {k[len(prefix):]: v for k, v in raw_config.items() if k.startswith(prefix)}
+    ours = {k[len(prefix) :]: v for k, v in raw_config.items() if k.startswith(prefix)}
     known = [*declarations, *STRUCTURED_KEYS]
     for key in sorted(ours):
         if key not in known:
@@ -369,8 +370,12 @@ def parse(raw_config: Mapping[str, Any], *, stack: str, project_file: Path = PRO
     network = _network(values, region, key)
     node_groups = _trainium_node_groups(ours[REQUIRED_STRUCTURED_KEYS[0]], network.trainium_az_id, region, key)
     environment = values["environment"]
-    _check(bool(DNS_LABEL.match(environment)) and len(environment) <= 16, key("environment"),
-           f"'{environment}' is not a short DNS label", "use lowercase letters, digits and '-', e.g. dev")
+    _check(
+        bool(DNS_LABEL.match(environment)) and len(environment) <= 16,
+        key("environment"),
+        f"'{environment}' is not a short DNS label",
+        "use lowercase letters, digits and '-', e.g. dev",
+    )
     for tag_key in ("owner", "costCenter"):
         _check(bool(values[tag_key].strip()), key(tag_key), "empty", f"set {tag_key} to the team's value")
 
@@ -380,8 +385,14 @@ def parse(raw_config: Mapping[str, Any], *, stack: str, project_file: Path = PRO
         region=region,
         environment=environment,
         tags=MappingProxyType(
-            {"environment": environment, "owner": values["owner"], "cost-center": values["costCenter"],
-             "managed-by": "pulumi", "pulumi-project": project, "pulumi-stack": stack}
+            {
+                "environment": environment,
+                "owner": values["owner"],
+                "cost-center": values["costCenter"],
+                "managed-by": "pulumi",
+                "pulumi-project": project,
+                "pulumi-stack": stack,
+            }
         ),
         network=network,
         cluster=_cluster(values, f"{project}-{stack}", key),
@@ -406,26 +417,54 @@ def _network(values: dict, region: str, key: Callable[[str], str]) -> NetworkCon
     try:
         cidr = ipaddress.IPv4Network(values["vpcCidr"])
     except ValueError:
-        raise ConfigError(key("vpcCidr"), f"'{values['vpcCidr']}' is not an IPv4 network", "use a CIDR such as 10.0.0.0/16") from None
-    _check(16 <= cidr.prefixlen <= 20, key("vpcCidr"), f"/{cidr.prefixlen} is outside /16../20", "pick a prefix between /16 and /20")
+        raise ConfigError(
+            key("vpcCidr"), f"'{values['vpcCidr']}' is not an IPv4 network", "use a CIDR such as 10.0.0.0/16"
+        ) from None
+    _check(
+        16 <= cidr.prefixlen <= 20, key("vpcCidr"), f"/{cidr.prefixlen} is outside /16../20", "pick a prefix between /16 and /20"
+    )
     az_count = values["availabilityZoneCount"]
     max_azs = min(4, len(catalog.REGIONS[region]))
-    _check(2 <= az_count <= max_azs, key("availabilityZoneCount"), f"{az_count} is outside 2..{max_azs}",
-           f"use 2 to {max_azs} (EKS needs two AZs)")
-    _check(values["natGateways"] in ("single", "perAz"), key("natGateways"), f"'{values['natGateways']}' is not a NAT layout",
-           "use single or perAz")
+    _check(
+        2 <= az_count <= max_azs,
+        key("availabilityZoneCount"),
+        f"{az_count} is outside 2..{max_azs}",
+        f"use 2 to {max_azs} (EKS needs two AZs)",
+    )
+    _check(
+        values["natGateways"] in ("single", "perAz"),
+        key("natGateways"),
+        f"'{values['natGateways']}' is not a NAT layout",
+        "use single or perAz",
+    )
 
     existing = None
     if values["existingVpcId"]:
-        vpc_id, subnets, trn_subnet = values["existingVpcId"], values["existingPrivateSubnetIds"], values["existingTrainiumSubnetId"]
+        vpc_id, subnets, trn_subnet = (
+            values["existingVpcId"],
+            values["existingPrivateSubnetIds"],
+            values["existingTrainiumSubnetId"],
+        )
         _check(bool(VPC_ID.match(vpc_id)), key("existingVpcId"), f"'{vpc_id}' is not a VPC ID", "use the vpc-... ID")
-        _check(len(subnets) >= 2, key("existingPrivateSubnetIds"), "needs private subnets in at least two AZs",
-               "list two or more subnet-... IDs")
+        _check(
+            len(subnets) >= 2,
+            key("existingPrivateSubnetIds"),
+            "needs private subnets in at least two AZs",
+            "list two or more subnet-... IDs",
+        )
         for i, subnet in enumerate(subnets):
-            _check(bool(SUBNET_ID.match(subnet)), f"{key('existingPrivateSubnetIds')}[{i}]", f"'{subnet}' is not a subnet ID",
-                   "use subnet-... IDs")
-        _check(trn_subnet in subnets, key("existingTrainiumSubnetId"), f"'{trn_subnet}' is not one of existingPrivateSubnetIds",
-               "name the private subnet that lies in trainiumAzId")
+            _check(
+                bool(SUBNET_ID.match(subnet)),
+                f"{key('existingPrivateSubnetIds')}[{i}]",
+                f"'{subnet}' is not a subnet ID",
+                "use subnet-... IDs",
+            )
+        _check(
+            trn_subnet in subnets,
+            key("existingTrainiumSubnetId"),
+            f"'{trn_subnet}' is not one of existingPrivateSubnetIds",
+            "name the private subnet that lies in trainiumAzId",
+        )
         existing = ExistingVpc(vpc_id, tuple(subnets), trn_subnet)
     else:
         for orphan in ("existingPrivateSubnetIds", "existingTrainiumSubnetId"):
@@ -439,34 +478,60 @@ def _trainium_node_groups(raw: Any, az_id: str, region: str, key: Callable[[str]
     _check(bool(items), full_key, "empty", "add at least one Trainium node group")
     groups, names = [], set()
     for item in items:
+
         def at(name: str, item=item) -> str:
             return f"{item.path}.{name}"
 
         name = item.str("name", required=True)
-        _check(bool(DNS_LABEL.match(name)) and len(name) <= 32, at("name"), f"'{name}' is not a DNS label of up to 32 characters",
-               "use lowercase letters, digits and '-'")
+        _check(
+            bool(DNS_LABEL.match(name)) and len(name) <= 32,
+            at("name"),
+            f"'{name}' is not a DNS label of up to 32 characters",
+            "use lowercase letters, digits and '-'",
+        )
         _check(name not in names, at("name"), f"'{name}' is used twice", "give each node group its own name")
         names.add(name)
         instance_type = item.str("instanceType", required=True)
-        _check(instance_type in catalog.TRAINIUM_TYPES, at("instanceType"), f"'{instance_type}' is not a Trainium type in the catalog",
-               f"use one of {', '.join(catalog.TRAINIUM_TYPES)}")
+        _check(
+            instance_type in catalog.TRAINIUM_TYPES,
+            at("instanceType"),
+            f"'{instance_type}' is not a Trainium type in the catalog",
+            f"use one of {', '.join(catalog.TRAINIUM_TYPES)}",
+        )
         spec = catalog.INSTANCE_TYPES[instance_type]
         offered = catalog.az_ids_offering(instance_type, region)
-        _check(spec.offered_in(region, az_id), at("instanceType"), f"{instance_type} is not offered in {az_id} ({region})",
-               f"set trainiumAzId to one of {', '.join(offered)}" if offered else "pick a region that offers it")
-        scaling = _scaling(at, item.int("minSize", required=True), item.int("desiredSize", required=True),
-                           item.int("maxSize", required=True))
+        _check(
+            spec.offered_in(region, az_id),
+            at("instanceType"),
+            f"{instance_type} is not offered in {az_id} ({region})",
+            f"set trainiumAzId to one of {', '.join(offered)}" if offered else "pick a region that offers it",
+        )
+        scaling = _scaling(
+            at, item.int("minSize", required=True), item.int("desiredSize", required=True), item.int("maxSize", required=True)
+        )
         efa = item.bool("efa", default=spec.supports_efa)
-        _check(not efa or spec.supports_efa, at("efa"), f"{instance_type} has no EFA support",
-               "remove efa (or set it to false), or use an EFA-capable type such as trn1.32xlarge")
-        _check(efa or not spec.supports_efa, at("efa"), f"{instance_type} is EFA-capable and must run with EFA",
-               "remove efa: false; multi-node training over Neuron collectives needs EFA")
+        _check(
+            not efa or spec.supports_efa,
+            at("efa"),
+            f"{instance_type} has no EFA support",
+            "remove efa (or set it to false), or use an EFA-capable type such as trn1.32xlarge",
+        )
+        _check(
+            efa or not spec.supports_efa,
+            at("efa"),
+            f"{instance_type} is EFA-capable and must run with EFA",
+            "remove efa: false; multi-node training over Neuron collectives needs EFA",
+        )
         root = item.int("rootVolumeGiB", default=DEFAULT_ROOT_VOLUME_GIB)
         _check(100 <= root <= 16384, at("rootVolumeGiB"), f"{root} is outside 100..16384", "use at least 100 GiB")
         labels = item.str_map("labels")
         for label in labels:
-            _check(not label.startswith("trainium-eks/"), f"{at('labels')}.{label}", "uses the platform's reserved prefix",
-                   "pick a label outside trainium-eks/")
+            _check(
+                not label.startswith("trainium-eks/"),
+                f"{at('labels')}.{label}",
+                "uses the platform's reserved prefix",
+                "pick a label outside trainium-eks/",
+            )
         reservation = _capacity_reservation(item.obj("capacityReservation"), az_id)
         item.done()
         groups.append(TrainiumNodeGroupConfig(name, instance_type, scaling, efa, root, MappingProxyType(labels), reservation))
@@ -477,58 +542,114 @@ def _capacity_reservation(item: _Obj | None, az_id: str) -> CapacityReservation 
     if item is None:
         return None
     kind = item.str("type", required=True)
-    _check(kind in ("odcr", "capacity-block"), f"{item.path}.type", f"'{kind}' is not a reservation type", "use odcr or capacity-block")
+    _check(
+        kind in ("odcr", "capacity-block"),
+        f"{item.path}.type",
+        f"'{kind}' is not a reservation type",
+        "use odcr or capacity-block",
+    )
     reservation_id = item.str("id", required=True)
-    _check(bool(RESERVATION_ID.match(reservation_id)), f"{item.path}.id", f"'{reservation_id}' is not a capacity reservation ID",
-           "use the cr-... ID")
+    _check(
+        bool(RESERVATION_ID.match(reservation_id)),
+        f"{item.path}.id",
+        f"'{reservation_id}' is not a capacity reservation ID",
+        "use the cr-... ID",
+    )
     reservation_az = item.str("azId", required=True)
-    _check(reservation_az == az_id, f"{item.path}.azId", f"{reservation_az} differs from trainiumAzId {az_id}",
-           "use a reservation in the Trainium AZ, or move trainiumAzId to the reservation's AZ")
+    _check(
+        reservation_az == az_id,
+        f"{item.path}.azId",
+        f"{reservation_az} differs from trainiumAzId {az_id}",
+        "use a reservation in the Trainium AZ, or move trainiumAzId to the reservation's AZ",
+    )
     item.done()
     return CapacityReservation(kind, reservation_id, reservation_az)
 
 
 def _cluster(values: dict, name: str, key: Callable[[str], str]) -> ClusterConfig:
     version = values["kubernetesVersion"]
-    _check(version in versions.SUPPORTED_KUBERNETES_VERSIONS, key("kubernetesVersion"), f"'{version}' is not supported",
-           f"use one of {', '.join(versions.SUPPORTED_KUBERNETES_VERSIONS)}")
+    _check(
+        version in versions.SUPPORTED_KUBERNETES_VERSIONS,
+        key("kubernetesVersion"),
+        f"'{version}' is not supported",
+        f"use one of {', '.join(versions.SUPPORTED_KUBERNETES_VERSIONS)}",
+    )
     cidrs = values["publicAccessCidrs"]
     for i, cidr in enumerate(cidrs):
         try:
             ipaddress.ip_network(cidr)
         except ValueError:
-            raise ConfigError(f"{key('publicAccessCidrs')}[{i}]", f"'{cidr}' is not a CIDR", "use a CIDR such as 203.0.113.0/24") from None
+            raise ConfigError(
+                f"{key('publicAccessCidrs')}[{i}]", f"'{cidr}' is not a CIDR", "use a CIDR such as 203.0.113.0/24"
+            ) from None
     if values["endpointPublicAccess"]:
-        _check(bool(cidrs), key("publicAccessCidrs"), "empty while endpointPublicAccess is true",
-               "list the CIDRs allowed to reach the API (an empty list would mean 0.0.0.0/0)")
+        _check(
+            bool(cidrs),
+            key("publicAccessCidrs"),
+            "empty while endpointPublicAccess is true",
+            "list the CIDRs allowed to reach the API (an empty list would mean 0.0.0.0/0)",
+        )
     else:
-        _check(not cidrs, key("publicAccessCidrs"), "set while endpointPublicAccess is false", "remove it or enable the public endpoint")
+        _check(
+            not cidrs,
+            key("publicAccessCidrs"),
+            "set while endpointPublicAccess is false",
+            "remove it or enable the public endpoint",
+        )
     for i, arn in enumerate(values["clusterAdminPrincipalArns"]):
-        _check(bool(PRINCIPAL_ARN.match(arn)), f"{key('clusterAdminPrincipalArns')}[{i}]", f"'{arn}' is not an IAM role or user ARN",
-               "use arn:aws:iam::<account>:role/<name>")
+        _check(
+            bool(PRINCIPAL_ARN.match(arn)),
+            f"{key('clusterAdminPrincipalArns')}[{i}]",
+            f"'{arn}' is not an IAM role or user ARN",
+            "use arn:aws:iam::<account>:role/<name>",
+        )
     system_type = values["systemNodeInstanceType"]
-    _check(system_type in catalog.GENERAL_TYPES, key("systemNodeInstanceType"), f"'{system_type}' is not a system type in the catalog",
-           f"use one of {', '.join(catalog.GENERAL_TYPES)}")
+    _check(
+        system_type in catalog.GENERAL_TYPES,
+        key("systemNodeInstanceType"),
+        f"'{system_type}' is not a system type in the catalog",
+        f"use one of {', '.join(catalog.GENERAL_TYPES)}",
+    )
 
     def system_key(name: str) -> str:
         return key("systemNode" + name[0].upper() + name[1:])
 
     scaling = _scaling(system_key, values["systemNodeMinSize"], values["systemNodeDesiredSize"], values["systemNodeMaxSize"])
-    return ClusterConfig(name, version, values["endpointPublicAccess"], tuple(cidrs), tuple(values["clusterAdminPrincipalArns"]),
-                         system_type, scaling)
+    return ClusterConfig(
+        name,
+        version,
+        values["endpointPublicAccess"],
+        tuple(cidrs),
+        tuple(values["clusterAdminPrincipalArns"]),
+        system_type,
+        scaling,
+    )
 
 
 def _scheduling(values: dict, raw_queues: Any, key: Callable[[str], str]) -> SchedulingConfig:
     namespace = values["jobNamespace"]
-    _check(bool(DNS_LABEL.match(namespace)) and not namespace.startswith("kube-"), key("jobNamespace"),
-           f"'{namespace}' is not a usable namespace", "use a DNS label outside kube-*, e.g. training")
+    _check(
+        bool(DNS_LABEL.match(namespace)) and not namespace.startswith("kube-"),
+        key("jobNamespace"),
+        f"'{namespace}' is not a usable namespace",
+        "use a DNS label outside kube-*, e.g. training",
+    )
     queues, names = [], set()
     items = _list_of_objects(key("volcanoQueues"), raw_queues) if raw_queues is not None else []
     for item in items:
         name = item.str("name", required=True)
-        _check(bool(DNS_LABEL.match(name)), f"{item.path}.name", f"'{name}' is not a DNS label", "use lowercase letters, digits and '-'")
-        _check(name not in names and name != "default", f"{item.path}.name", f"'{name}' is taken",
-               "use a unique name other than Volcano's built-in 'default'")
+        _check(
+            bool(DNS_LABEL.match(name)),
+            f"{item.path}.name",
+            f"'{name}' is not a DNS label",
+            "use lowercase letters, digits and '-'",
+        )
+        _check(
+            name not in names and name != "default",
+            f"{item.path}.name",
+            f"'{name}' is taken",
+            "use a unique name other than Volcano's built-in 'default'",
+        )
         names.add(name)
         weight = item.int("weight", default=1)
         _check(1 <= weight <= 65535, f"{item.path}.weight", f"{weight} is outside 1..65535", "use a positive weight")
@@ -547,31 +668,60 @@ def _scheduling(values: dict, raw_queues: Any, key: Callable[[str], str]) -> Sch
 
 def _storage(values: dict, key: Callable[[str], str]) -> StorageConfig:
     deployment = values["fsxDeploymentType"]
-    _check(deployment in FSX_DEPLOYMENT_TYPES, key("fsxDeploymentType"), f"'{deployment}' is not an FSx for Lustre deployment type",
-           f"use one of {', '.join(FSX_DEPLOYMENT_TYPES)}")
+    _check(
+        deployment in FSX_DEPLOYMENT_TYPES,
+        key("fsxDeploymentType"),
+        f"'{deployment}' is not an FSx for Lustre deployment type",
+        f"use one of {', '.join(FSX_DEPLOYMENT_TYPES)}",
+    )
     capacity = values["fsxStorageCapacityGiB"]
     step = 3600 if deployment == "SCRATCH_1" else 2400
-    _check(capacity in (1200, 2400) or (capacity > 0 and capacity % step == 0), key("fsxStorageCapacityGiB"),
-           f"{capacity} is not a valid {deployment} size", f"use 1200, 2400 or a multiple of {step}")
+    _check(
+        capacity in (1200, 2400) or (capacity > 0 and capacity % step == 0),
+        key("fsxStorageCapacityGiB"),
+        f"{capacity} is not a valid {deployment} size",
+        f"use 1200, 2400 or a multiple of {step}",
+    )
     throughput = values["fsxThroughputPerTiB"]
     allowed = FSX_THROUGHPUT.get(deployment, (0,))
-    _check(throughput in allowed, key("fsxThroughputPerTiB"), f"{throughput} is not valid for {deployment}",
-           f"use one of {', '.join(map(str, allowed))}")
+    _check(
+        throughput in allowed,
+        key("fsxThroughputPerTiB"),
+        f"{throughput} is not valid for {deployment}",
+        f"use one of {', '.join(map(str, allowed))}",
+    )
     path = values["fsxDataRepositoryPath"]
     if path:
-        _check(path.startswith("s3://") and len(path) > 5, key("fsxDataRepositoryPath"), f"'{path}' is not an S3 URL",
-               "use s3://bucket/prefix")
-        _check(deployment == "PERSISTENT_2", key("fsxDataRepositoryPath"), f"needs PERSISTENT_2, not {deployment}",
-               "set fsxDeploymentType to PERSISTENT_2 or remove the data repository")
+        _check(
+            path.startswith("s3://") and len(path) > 5,
+            key("fsxDataRepositoryPath"),
+            f"'{path}' is not an S3 URL",
+            "use s3://bucket/prefix",
+        )
+        _check(
+            deployment == "PERSISTENT_2",
+            key("fsxDataRepositoryPath"),
+            f"needs PERSISTENT_2, not {deployment}",
+            "set fsxDeploymentType to PERSISTENT_2 or remove the data repository",
+        )
     claim = values["fsxClaimName"]
-    _check(bool(DNS_LABEL.match(claim)), key("fsxClaimName"), f"'{claim}' is not a DNS label", "use lowercase letters, digits and '-'")
+    _check(
+        bool(DNS_LABEL.match(claim)),
+        key("fsxClaimName"),
+        f"'{claim}' is not a DNS label",
+        "use lowercase letters, digits and '-'",
+    )
     return StorageConfig(deployment, capacity, throughput, path, claim)
 
 
 def _registry(values: dict, stack: str, key: Callable[[str], str]) -> RegistryConfig:
     name = values["ecrRepositoryName"] or f"trainium-eks/{stack.lower()}/training"
-    _check(2 <= len(name) <= 256 and bool(ECR_NAME.match(name)), key("ecrRepositoryName"), f"'{name}' is not a valid ECR name",
-           "use lowercase letters, digits, and . _ - / between them")
+    _check(
+        2 <= len(name) <= 256 and bool(ECR_NAME.match(name)),
+        key("ecrRepositoryName"),
+        f"'{name}' is not a valid ECR name",
+        "use lowercase letters, digits, and . _ - / between them",
+    )
     keep = values["ecrKeepImages"]
     _check(1 <= keep <= 1000, key("ecrKeepImages"), f"{keep} is outside 1..1000", "keep at least one image")
     expiry = values["ecrUntaggedExpiryDays"]

@@ -32,11 +32,16 @@ EFA_DEVICE_PLUGIN_CHART = HelmChart(
 )
 
 # volcano-sh/helm-charts index (2026-09-30): newest stable 1.x.
-VOLCANO_CHART = HelmChart(chart="volcano", version="1.15.2", repository="https://volcano-sh.github.io/helm-charts", app_version="v1.15.2")
+VOLCANO_CHART = HelmChart(
+    chart="volcano", version="1.15.2", repository="https://volcano-sh.github.io/helm-charts", app_version="v1.15.2"
+)
 
 # kubernetes-sigs/aws-fsx-csi-driver charts/aws-fsx-csi-driver (2026-04-21): driver v1.9.0.
 FSX_CSI_CHART = HelmChart(
-    chart="aws-fsx-csi-driver", version="1.17.0", repository="https://kubernetes-sigs.github.io/aws-fsx-csi-driver", app_version="v1.9.0"
+    chart="aws-fsx-csi-driver",
+    version="1.17.0",
+    repository="https://kubernetes-sigs.github.io/aws-fsx-csi-driver",
+    app_version="v1.9.0",
 )
 
 # etcd 3.5 is the last line with the v2 API (--enable-v2 is removed in 3.6) that torch's etcd rendezvous
