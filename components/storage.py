@@ -116,6 +116,7 @@ class Storage(pulumi.ComponentResource):
                 "per_unit_storage_throughput": cfg.throughput_per_tib,
                 "automatic_backup_retention_days": PERSISTENT_BACKUP_DAYS,
                 "copy_tags_to_backups": True,
+                "skip_final_backup": False,  # destroying the file system leaves a backup behind
             }
         # Scratch file systems are encrypted at rest with FSx-managed keys; a customer key is not accepted.
         self.file_system = aws.fsx.LustreFileSystem(

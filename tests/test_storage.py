@@ -38,13 +38,14 @@ def test_lustre_ports_are_open_to_cluster_nodes_and_between_servers(stack_plan):
     assert fsx.property_dependencies["securityGroupIds"] == [group.urn]
 
 
-def test_persistent_file_systems_get_a_kms_key_backups_and_throughput(plans):
+def test_persistent_file_systems_get_a_kms_key_backups_a_final_backup_and_throughput(plans):
     for plan in plans.values():
         fsx = one(plan.find(FSX))
         if fsx.inputs["deploymentType"].startswith("PERSISTENT"):
             assert fsx.inputs["kmsKeyId"].startswith("arn:aws:kms:")
             assert fsx.inputs["perUnitStorageThroughput"] > 0
             assert fsx.inputs["automaticBackupRetentionDays"] > 0
+            assert fsx.inputs["skipFinalBackup"] is False
         else:
             assert "kmsKeyId" not in fsx.inputs and "perUnitStorageThroughput" not in fsx.inputs
 
