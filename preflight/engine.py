@@ -9,6 +9,7 @@ analyzers (a custom resource as its ID, a component as its URN).
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import importlib.metadata
 import runpy
@@ -20,6 +21,7 @@ import pulumi
 from google.protobuf import json_format
 from pulumi.runtime import rpc, settings
 from pulumi.runtime.mocks import MockMonitor
+from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.sync_await import _sync_await
 
 from preflight.mocks import PlatformMocks
@@ -107,8 +109,7 @@ class RecordingMonitor(MockMonitor):
         super().__init__(mocks)
         mocks.monitor = self
         self.project, self.stack = project, stack
-        self.records: dict[str, dict] = {}
-        self.components: set[str] = set()
+        self.records: dict[str, Resource] = {}  # inputs still as deserialised from the wire
         self._lock = threading.Lock()
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
@@ -117,107 +118,73 @@ class RecordingMonitor(MockMonitor):
             parent = ""
         return super().make_urn(parent, type_, name)
 
-    def _record(self, request, urn: str, custom: bool, provider: str | None, remote: bool = False) -> None:
-        inputs = json_format.MessageToDict(request.object if hasattr(request, "object") else request.properties)
+    def add(self, resource: Resource) -> None:
         with self._lock:
-            if not custom:
-                self.components.add(urn)
-            self.records[urn] = {
-                "urn": urn,
-                "type": request.type,
-                "name": request.name,
-                "custom": custom,
-                "remote": remote,
-                "parent": request.parent or None,
-                "provider": provider,
-                "protect": bool(getattr(request, "protect", False)),
-                "retain_on_delete": bool(getattr(request, "retainOnDelete", False)),
-                "dependencies": sorted(set(getattr(request, "dependencies", []))),
-                "property_dependencies": {
+            self.records[resource.urn] = resource
+
+    def _record(self, request, urn: str, custom: bool, provider: str | None) -> None:
+        properties = request.object if isinstance(request, resource_pb2.RegisterResourceRequest) else request.properties
+        self.add(
+            Resource(
+                urn=urn,
+                type=request.type,
+                name=request.name,
+                custom=custom,
+                parent=request.parent or None,
+                provider=provider,
+                protect=bool(getattr(request, "protect", False)),
+                retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
+                dependencies=sorted(set(getattr(request, "dependencies", []))),
+                property_dependencies={
                     prop: sorted(set(deps.urns)) for prop, deps in sorted(getattr(request, "propertyDependencies", {}).items())
                 },
-                "inputs": inputs,
-            }
+                inputs=json_format.MessageToDict(properties),
+            )
+        )
 
     def record_remote_child(self, urn: str, type_: str, name: str, parent: str, inputs: dict) -> None:
         """Record a resource a remote component's provider creates (mocks never run that provider)."""
-        package = type_.split(":")[0]
-        with self._lock:
-            self.records[urn] = {
-                "urn": urn,
-                "type": type_,
-                "name": name,
-                "custom": True,
-                "remote": False,
-                "parent": parent,
-                "provider": self._default_provider(package),
-                "protect": self.records[parent]["protect"],  # children inherit protect
-                "retain_on_delete": False,
-                "dependencies": [],
-                "property_dependencies": {},
-                "inputs": inputs,
-            }
+        provider = self.default_provider(type_.split(":")[0])
+        protect = self.records[parent].protect  # children inherit protect
+        self.add(Resource(urn, type_, name, True, parent, provider, protect, False, [], {}, inputs))
 
-    def _default_provider(self, package: str) -> str:
+    def default_provider(self, package: str) -> str:
         version = importlib.metadata.version(f"pulumi_{package}").replace(".", "_")
         return f"urn:pulumi:{self.stack}::{self.project}::pulumi:providers:{package}::default_{version}"
 
-    def _provider_urn(self, request, custom: bool, remote: bool) -> str | None:
+    def _provider_urn(self, request, custom: bool) -> str | None:
         if request.provider:
             return request.provider.rsplit("::", 1)[0]
-        if not (custom or remote) or request.type.startswith("pulumi:providers:"):
+        if not (custom or getattr(request, "remote", False)) or request.type.startswith("pulumi:providers:"):
             return None
-        return self._default_provider(request.type.split(":")[0])
+        return self.default_provider(request.type.split(":")[0])
 
     def RegisterResource(self, request):
         urn = self.make_urn(request.parent, request.type, request.name)
         custom = bool(request.custom)
         self.mocks.request.urn = urn  # new_resource runs on this thread and may need its own URN
-        self._record(request, urn, custom, self._provider_urn(request, custom, request.remote), request.remote)
+        self._record(request, urn, custom, self._provider_urn(request, custom))
         return super().RegisterResource(request)
 
     def ReadResource(self, request):
         urn = self.make_urn(request.parent, request.type, request.name)
-        self._record(request, urn, True, self._provider_urn(request, True, False))
+        self._record(request, urn, True, self._provider_urn(request, True))
         return super().ReadResource(request)
 
+    def record_default_providers(self, config: dict[str, str]) -> None:
+        """The engine registers a default provider per package, configured from the stack's ``<package>:*`` keys."""
+        for urn in sorted({r.provider for r in self.records.values() if r.provider} - set(self.records)):
+            package = urn.rsplit("::", 2)[1].rsplit(":", 1)[1]
+            inputs = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{package}:")}
+            inputs["version"] = importlib.metadata.version(f"pulumi_{package}")
+            name = urn.rsplit("::", 1)[1]
+            self.add(Resource(urn, f"pulumi:providers:{package}", name, True, None, None, False, False, [], {}, inputs))
 
-def _to_resource(record: dict, components: set[str]) -> Resource:
-    return Resource(
-        urn=record["urn"],
-        type=record["type"],
-        name=record["name"],
-        custom=record["custom"],
-        parent=record["parent"],
-        provider=record["provider"],
-        protect=record["protect"],
-        retain_on_delete=record["retain_on_delete"],
-        dependencies=record["dependencies"],
-        property_dependencies=record["property_dependencies"],
-        inputs=wire_value(record["inputs"], components),
-    )
-
-
-def _record_default_providers(monitor: RecordingMonitor, stack: StackSettings) -> None:
-    """The engine registers a default provider per package, configured from the stack's ``<package>:*`` keys."""
-    for urn in sorted({r["provider"] for r in monitor.records.values() if r["provider"]} - set(monitor.records)):
-        package = urn.rsplit("::", 2)[1].rsplit(":", 1)[1]
-        inputs = {k.split(":", 1)[1]: v for k, v in stack.config.items() if k.startswith(f"{package}:")}
-        inputs["version"] = importlib.metadata.version(f"pulumi_{package}")
-        monitor.records[urn] = {
-            "urn": urn,
-            "type": f"pulumi:providers:{package}",
-            "name": urn.rsplit("::", 1)[1],
-            "custom": True,
-            "remote": False,
-            "parent": None,
-            "provider": None,
-            "protect": False,
-            "retain_on_delete": False,
-            "dependencies": [],
-            "property_dependencies": {},
-            "inputs": inputs,
-        }
+    def plan_resources(self) -> tuple[list[Resource], set[str]]:
+        """The recorded resources with inputs in analyzer form, sorted by URN; and the component URNs."""
+        components = {urn for urn, r in self.records.items() if not r.custom}
+        resources = [dataclasses.replace(r, inputs=wire_value(r.inputs, components)) for r in self.records.values()]
+        return sorted(resources, key=lambda r: r.urn), components
 
 
 def evaluate(stack: StackSettings, *, preview: bool = False, mocks_factory=PlatformMocks) -> Plan:
@@ -244,10 +211,7 @@ def evaluate(stack: StackSettings, *, preview: bool = False, mocks_factory=Platf
         gc.collect()
     root = settings.get_root_resource()
     serialized = _sync_await(rpc.serialize_properties(root.outputs, {}))
-    exported = wire_value(json_format.MessageToDict(serialized), monitor.components)
-
-    _record_default_providers(monitor, stack)
-    plan = Plan(stack.project, stack.stack, preview)
-    plan.resources = sorted((_to_resource(r, monitor.components) for r in monitor.records.values()), key=lambda r: r.urn)
-    plan.outputs = exported
-    return plan
+    monitor.record_default_providers(stack.config)
+    resources, components = monitor.plan_resources()
+    outputs = wire_value(json_format.MessageToDict(serialized), components)
+    return Plan(stack.project, stack.stack, preview, resources, outputs)
