@@ -71,7 +71,6 @@ class Network(pulumi.ComponentResource):
     trainium_subnet_id: pulumi.Output[str]
     trainium_az_id: pulumi.Output[str]
     trainium_availability_zone: pulumi.Output[str]
-    nat_gateway_count: int
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainium-eks:network:Network", name, None, opts)
@@ -124,7 +123,6 @@ class Network(pulumi.ComponentResource):
         self.private_subnet_ids = pulumi.Output.from_input(list(existing.private_subnet_ids))
         self.public_subnet_ids = pulumi.Output.from_input([])
         self.trainium_subnet_id = pulumi.Output.all(subnet.availability_zone_id, verified_az_id).apply(same_az)
-        self.nat_gateway_count = 0
 
     def _create(self, name: str, cfg: NetworkConfig, args: NetworkArgs, verified_az_id, child) -> None:
         tags = dict(args.tags)
@@ -214,4 +212,3 @@ class Network(pulumi.ComponentResource):
         self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private_subnets])
         self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public_subnets])
         self.trainium_subnet_id = private_subnets[0].id
-        self.nat_gateway_count = nat_count

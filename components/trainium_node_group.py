@@ -47,6 +47,7 @@ def node_labels(group: TrainiumNodeGroupConfig) -> dict[str, str]:
 class TrainiumNodeGroup(pulumi.ComponentResource):
     """One EKS managed node group of Trainium instances in a single AZ."""
 
+    config: TrainiumNodeGroupConfig
     node_group: aws.eks.NodeGroup
     launch_template: aws.ec2.LaunchTemplate
     placement_group: aws.ec2.PlacementGroup | None
