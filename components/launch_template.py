@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from trainium_eks import layout
 from trainium_eks.config import CapacityReservation
 
 ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimised AL2023 AMIs
@@ -46,9 +47,11 @@ class LaunchTemplateArgs:
 
 
 def node_launch_template(name: str, args: LaunchTemplateArgs, parent: pulumi.Resource) -> aws.ec2.LaunchTemplate:
-    tags = dict(args.tags)
-    propagated = {**tags, **args.instance_tags}
     reservation = args.capacity_reservation
+    tags = dict(args.tags)
+    if reservation:
+        tags[layout.CAPACITY_RESERVATION_AZ_TAG] = reservation.az_id
+    propagated = {**dict(args.tags), **args.instance_tags}
     return aws.ec2.LaunchTemplate(
         name,
         description=args.description,

@@ -1,6 +1,10 @@
-"""Command line of the offline engine: ``python -m preflight plan STACK [--stack-file PATH] [--preview] [--json]``.
+"""Command line of the offline engine.
 
-Exit status: 0 success, 2 config or usage error (one line on stderr, no traceback).
+    python -m preflight plan STACK [--stack-file PATH] [--preview] [--json]
+    python -m preflight check STACK... | --all [--stack-file PATH] [--graph FILE] [--preview] [--json]
+
+Exit status: 0 success (``check``: no mandatory violation), 1 ``check`` found a mandatory violation,
+2 config or usage error (one line on stderr, no traceback).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from pathlib import Path
 
 import pulumi
 
-from preflight import engine, render, stackfile
+from preflight import check, engine, render, stackfile
 
 
 class UsageError(Exception):
@@ -32,6 +36,14 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--stack-file", type=Path, help="evaluate this settings file as STACK instead")
     plan.add_argument("--preview", action="store_true", help="evaluate as a preview of a new stack (computed outputs unknown)")
     plan.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+
+    policy = commands.add_parser("check", help="run the policy packs over stacks, as `pulumi preview --policy-pack` does")
+    policy.add_argument("stacks", nargs="*", metavar="STACK", help="stack names (or use --all)")
+    policy.add_argument("--all", action="store_true", help="every stack in stacks/")
+    policy.add_argument("--stack-file", type=Path, help="with one STACK: evaluate this settings file as STACK")
+    policy.add_argument("--graph", type=Path, help="check this plan (`plan --json` output) instead of running the program")
+    policy.add_argument("--preview", action="store_true", help="check a preview of a new stack (computed values unknown)")
+    policy.add_argument("--json", action="store_true", help="print the plan(s) with their violations as JSON")
     return root
 
 
@@ -45,10 +57,52 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plans_to_check(args: argparse.Namespace) -> list[dict]:
+    if args.graph:
+        if args.all or len(args.stacks) > 1 or args.stack_file:
+            raise UsageError("--graph checks one plan: give at most one STACK and no --all or --stack-file")
+        try:
+            plan = json.loads(args.graph.read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise UsageError(f"--graph {args.graph}: not a readable plan JSON ({error})") from None
+        if not isinstance(plan, dict) or not isinstance(plan.get("resources"), list):
+            raise UsageError(f"--graph {args.graph}: expected the object `preflight plan --json` prints")
+        if args.stacks:
+            plan["stack"] = args.stacks[0]
+        return [plan]
+    if args.all == bool(args.stacks):
+        raise UsageError("name the stacks to check, or pass --all")
+    if args.stack_file and len(args.stacks) != 1:
+        raise UsageError("--stack-file goes with exactly one STACK")
+    names = stackfile.stack_names() if args.all else args.stacks
+    return [engine.evaluate(stackfile.load(n, args.stack_file), preview=args.preview).to_json() for n in names]
+
+
+def run_check(args: argparse.Namespace) -> int:
+    reports = []
+    for plan in _plans_to_check(args):
+        config = check.load_policy_config(plan["stack"])
+        result = check.check_plan(plan, config, f"policies/config/{plan['stack']}.json")
+        reports.append((plan, result))
+    if args.json:
+        objects = [
+            {
+                **plan,
+                "violations": [v.to_json() for v in result.violations],
+                "remediations": [r.to_json() for r in result.remediations],
+            }
+            for plan, result in reports
+        ]
+        print(json.dumps(objects[0] if len(objects) == 1 and not args.all else objects, indent=2, sort_keys=True))
+    else:
+        print("\n\n".join(render.policy_report(plan, result) for plan, result in reports))
+    return 1 if any(result.mandatory for _, result in reports) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
-        return run_plan(args)
-    except (UsageError, stackfile.StackFileError, pulumi.RunError) as error:
+        return run_plan(args) if args.command == "plan" else run_check(args)
+    except (UsageError, stackfile.StackFileError, check.PolicyConfigError, pulumi.RunError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

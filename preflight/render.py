@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 
+from policies.packs import PACKS
+from preflight.check import CheckResult
 from preflight.engine import Plan
 
 
@@ -47,7 +50,26 @@ def tree(plan: Plan) -> str:
 
 
 def _short(value) -> str:
-    import json
-
     text = json.dumps(value, sort_keys=True)
     return text if len(text) <= 100 else text[:97] + "..."
+
+
+def policy_report(plan: dict, result: CheckResult) -> str:
+    """Violations grouped by pack, then by resource."""
+    names = {r["urn"]: f"{r['type']} {r['name']}" for r in plan["resources"]}
+    policies = sum(len(p.policies) for p in PACKS)
+    lines = [f"Policy check of {plan['project']}/{plan['stack']}: {len(PACKS)} packs, {policies} policies"]
+    for pack in PACKS:
+        found = [v for v in result.violations if v.pack == pack.name]
+        lines.append(f"  {pack.name}@{pack.version}: " + (f"{len(found)} finding(s)" if found else "passed"))
+        by_resource = defaultdict(list)
+        for violation in found:
+            by_resource[violation.urn].append(violation)
+        for urn, violations in by_resource.items():
+            lines.append(f"    {names.get(urn, urn or 'stack')}")
+            lines += [f"      [{v.enforcement_level}] {v.policy}: {v.message}" for v in violations]
+    for remediation in result.remediations:
+        lines.append(f"  remediated by {remediation.policy}: {names.get(remediation.urn, remediation.urn)}")
+    mandatory = len(result.mandatory)
+    lines.append(f"Result: {mandatory} mandatory, {len(result.violations) - mandatory} advisory or other finding(s)")
+    return "\n".join(lines)

@@ -5,23 +5,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import evaluate, one
+from policies.rules.trainium import tolerates
 from trainium_eks import versions
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NG = "aws:eks/nodeGroup:NodeGroup"
-
-
-def tolerates(tolerations: list[dict], taint: dict) -> bool:
-    """Kubernetes' toleration matching, for the taint in EKS API form."""
-    effect = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}[taint["effect"]]
-    for t in tolerations:
-        if t.get("effect") not in (None, "", effect):
-            continue
-        if t.get("operator") == "Exists" and t.get("key") in (None, taint["key"]):
-            return True
-        if t.get("operator", "Equal") == "Equal" and t.get("key") == taint["key"] and t.get("value") == taint["value"]:
-            return True
-    return False
 
 
 def selects(node_selector: dict, labels: dict) -> bool:

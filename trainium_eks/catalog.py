@@ -17,7 +17,12 @@ Sources (read 2026-12):
 - [AZ]         awslabs/data-on-eks ai-ml/trainium-inferentia/main.tf (2024-01 .. 2025-07: first AZ ID per region
                offers Trn1/Trn1n: use1-az6, usw2-az4, use2-az3) and aws-neuron-eks-samples
                determine_eks_azs.sh (use1-az6, usw2-az4); trn2.48xlarge in us-east-2 per public price data
-- [EKS-PRICE]  https://aws.amazon.com/eks/pricing/ (control plane, standard support: 0.10 USD/hour)
+- [EKS-PRICE]  https://aws.amazon.com/eks/pricing/ (control plane: 0.10 USD/hour, 0.60 in extended support)
+- [VPC-PRICE]  https://aws.amazon.com/vpc/pricing/ (NAT gateway hour, public IPv4 address hour)
+- [EBS-PRICE]  https://aws.amazon.com/ebs/pricing/ (gp3 GB-month)
+- [FSX-PRICE]  https://aws.amazon.com/fsx/lustre/pricing/ (SSD GB-month per deployment type and throughput tier)
+  Storage, NAT and control-plane prices are list prices read in 2026 (NAT, public IPv4, EKS, gp3 confirmed for
+  us-east-1; the three regions list the same NAT and EKS rates).
 
 AZ offerings change as AWS adds capacity. The table is the offline truth used for validation and
 previews; at deploy time the network component confirms the offering with
@@ -32,8 +37,33 @@ from types import MappingProxyType
 
 PRICE_SOURCE = "EC2 on-demand Linux list prices (karpenter-provider-aws pricing table, 2026-07-20)"
 
-#: EKS control-plane price per cluster-hour in standard support [EKS-PRICE].
+HOURS_PER_MONTH = 730  # AWS's convention for monthly estimates
+
+#: EKS control plane per cluster-hour: standard support, and extended support (versions past standard) [EKS-PRICE].
 EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
+EKS_EXTENDED_SUPPORT_USD_PER_HOUR = 0.60
+#: NAT gateway per hour (data processing, 0.045 USD/GB, is usage-based and not estimated) and the public IPv4
+#: address of its EIP per hour [VPC-PRICE].
+NAT_GATEWAY_USD_PER_HOUR = 0.045
+PUBLIC_IPV4_USD_PER_HOUR = 0.005
+#: EBS gp3 storage per GB-month, with the included 3,000 IOPS and 125 MB/s [EBS-PRICE].
+EBS_GP3_USD_PER_GB_MONTH = 0.08
+#: FSx for Lustre SSD storage per GB-month by (deployment type, MB/s/TiB of throughput) [FSX-PRICE]. SCRATCH_2,
+#: PERSISTENT_1 (us-west-2) and PERSISTENT_2-125 (us-east-1) are Price List API readings of 2026-07; SCRATCH_1 and
+#: PERSISTENT_2 250/500/1000 are the published tiers as last seen, not re-read: check them before budgeting.
+FSX_LUSTRE_USD_PER_GB_MONTH: Mapping[tuple[str, int], float] = MappingProxyType(
+    {
+        ("SCRATCH_1", 0): 0.140,
+        ("SCRATCH_2", 0): 0.140,
+        ("PERSISTENT_1", 50): 0.140,
+        ("PERSISTENT_1", 100): 0.190,
+        ("PERSISTENT_1", 200): 0.290,
+        ("PERSISTENT_2", 125): 0.145,
+        ("PERSISTENT_2", 250): 0.210,
+        ("PERSISTENT_2", 500): 0.340,
+        ("PERSISTENT_2", 1000): 0.600,
+    }
+)
 
 
 @dataclass(frozen=True)

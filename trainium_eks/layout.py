@@ -19,6 +19,9 @@ NEURON_TAINT_VALUE = "true"
 NEURON_TAINT_EFFECT_EKS = "NO_SCHEDULE"  # the EKS API spelling
 NEURON_TAINT_EFFECT_K8S = "NoSchedule"  # the Kubernetes spelling, for tolerations
 
+# Launch templates that target a capacity reservation carry its AZ ID in this tag, so policies can check it.
+CAPACITY_RESERVATION_AZ_TAG = "trainium-eks/capacity-reservation-az-id"
+
 # Extended resources advertised by the device plugins.
 NEURON_DEVICE_RESOURCE = "aws.amazon.com/neuron"
 NEURON_CORE_RESOURCE = "aws.amazon.com/neuroncore"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 # (awsdocs/amazon-eks-user-guide kubernetes-versions.adoc). The AL2023 Neuron AMI is built for 1.30-1.36
 # (awslabs/amazon-eks-ami CHANGELOG v20260714).
 SUPPORTED_KUBERNETES_VERSIONS = ("1.34", "1.35", "1.36")
+EXTENDED_SUPPORT_KUBERNETES_VERSIONS = ("1.34",)  # billed at the extended-support control-plane rate
 
 
 @dataclass(frozen=True)

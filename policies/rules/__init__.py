@@ -1,0 +1,16 @@
+"""Policy rules: pure functions from resources (``trainium_eks.graph.Node``) and config to violations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Violation:
+    urn: str
+    message: str
+
+
+def describe(node) -> str:
+    """How messages name a resource: its type and logical name."""
+    return f"{node.type} '{node.name}'"

@@ -1,0 +1,92 @@
+"""Cost guard rules: Trainium node ceilings, a monthly budget, and the tags cost reports are grouped by."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.rules import Violation, describe
+from policies.rules.trainium import trainium_groups
+from trainium_eks import cost
+from trainium_eks.graph import Graph, Node, is_unknown
+
+DEFAULT_REQUIRED_TAGS = ["environment", "owner", "cost-center"]
+# Taggable types the platform creates; any other resource with a `tags` input is checked as well.
+TAGGABLE_TYPES = frozenset(
+    {
+        "aws:ec2/vpc:Vpc",
+        "aws:ec2/subnet:Subnet",
+        "aws:ec2/internetGateway:InternetGateway",
+        "aws:ec2/routeTable:RouteTable",
+        "aws:ec2/eip:Eip",
+        "aws:ec2/natGateway:NatGateway",
+        "aws:ec2/securityGroup:SecurityGroup",
+        "aws:ec2/placementGroup:PlacementGroup",
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        "aws:eks/nodeGroup:NodeGroup",
+        "aws:eks/addon:Addon",
+        "aws:eks/cluster:Cluster",
+        "aws:kms/key:Key",
+        "aws:iam/role:Role",
+        "aws:fsx/lustreFileSystem:LustreFileSystem",
+        "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation",
+        "aws:ecr/repository:Repository",
+        "eks:index:Cluster",
+    }
+)
+
+
+def trainium_node_limit(graph: Graph, config: dict) -> Iterator[Violation]:
+    limit = int(config.get("maxTrainiumNodes", 16))
+    groups = trainium_groups(graph)
+    sizes = [g.max_size for g in groups]
+    if groups and None not in sizes and sum(sizes) > limit:
+        yield Violation(
+            groups[0].node.urn,
+            f"Trainium node groups can grow to {sum(sizes)} nodes "
+            f"({', '.join(f'{g.node.name}: {g.max_size}' for g in groups)}), above this stack's limit of "
+            f"{limit}; lower maxSize or raise maxTrainiumNodes in the stack's policy config",
+        )
+
+
+def monthly_cost_budget(graph: Graph, config: dict) -> Iterator[Violation]:
+    budget = float(config.get("maxMonthlyUsd", 100_000))
+    region = next((n.region for n in graph if n.region), "us-east-1")
+    estimate = cost.estimate(graph, region)
+    if estimate.monthly_usd > budget:
+        biggest = estimate.lines[0]
+        yield Violation(
+            biggest.urn,
+            f"estimated cost is {estimate.monthly_usd:,.0f} USD/month, above this stack's budget "
+            f"of {budget:,.0f} USD; the largest item is {biggest.description} "
+            f"({biggest.hourly_usd * 730:,.0f} USD/month); scale down or raise maxMonthlyUsd",
+        )
+
+
+def _missing_tags(node: Node, config: dict) -> list[str] | None:
+    if node.type not in TAGGABLE_TYPES and "tags" not in node.props:
+        return None
+    tags = node.props.get("tags") or {}
+    if is_unknown(tags):
+        return None
+    required = config.get("requiredTags") or DEFAULT_REQUIRED_TAGS
+    return [key for key in required if not (isinstance(tags, dict) and tags.get(key))]
+
+
+def required_tags(node: Node, config: dict) -> Iterator[Violation]:
+    missing = _missing_tags(node, config)
+    if missing:
+        yield Violation(
+            node.urn,
+            f"{describe(node)} lacks the tags {', '.join(missing)}; add them (the program's "
+            "environment, owner and costCenter config), or set defaultTags for remediation",
+        )
+
+
+def add_default_tags(node: Node, config: dict) -> dict | None:
+    """Remediation: the resource's inputs with missing required tags filled in from ``defaultTags``."""
+    missing = _missing_tags(node, config)
+    defaults = config.get("defaultTags") or {}
+    fill = {key: defaults[key] for key in missing or [] if defaults.get(key)}
+    if not fill:
+        return None
+    return {**node.props, "tags": {**(node.props.get("tags") or {}), **fill}}

@@ -1,0 +1,306 @@
+"""Security baseline rules: instance metadata, encryption, control plane, network exposure, IAM, images, charts."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Iterator
+
+from policies.rules import Violation, describe
+from trainium_eks.graph import Graph, Node, dig, is_unknown, known
+
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+EKS_COMPONENT = "eks:index:Cluster"
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
+ECR = "aws:ecr/repository:Repository"
+KMS_KEY = "aws:kms/key:Key"
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
+SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
+VPC_INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+IAM_ROLE = "aws:iam/role:Role"
+IAM_POLICY_TYPES = (
+    "aws:iam/rolePolicy:RolePolicy",
+    "aws:iam/policy:Policy",
+    "aws:iam/userPolicy:UserPolicy",
+    "aws:iam/groupPolicy:GroupPolicy",
+)
+ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+HELM_CHART = "kubernetes:helm.sh/v4:Chart"
+SERVICE = "kubernetes:core/v1:Service"
+POD_TEMPLATE_TYPES = (
+    "kubernetes:apps/v1:Deployment",
+    "kubernetes:apps/v1:StatefulSet",
+    "kubernetes:apps/v1:DaemonSet",
+    "kubernetes:batch/v1:Job",
+)
+POD = "kubernetes:core/v1:Pod"
+CRON_JOB = "kubernetes:batch/v1:CronJob"
+STATEFUL_TYPES = (FSX, ECR, KMS_KEY, EKS_COMPONENT, EKS_CLUSTER)
+CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+WORLD = ("0.0.0.0/0", "::/0")
+EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
+INTERNAL_LB_ANNOTATIONS = {
+    "service.beta.kubernetes.io/aws-load-balancer-internal": ("true",),
+    "service.beta.kubernetes.io/aws-load-balancer-scheme": ("internal",),
+}
+DEFAULT_ALLOWED_CHART_REPOSITORIES = [
+    "oci://public.ecr.aws/neuron",
+    "https://aws.github.io/eks-charts",
+    "https://volcano-sh.github.io/helm-charts",
+    "https://kubernetes-sigs.github.io/aws-fsx-csi-driver",
+]
+
+
+def _true(value) -> bool:
+    # pulumi-aws sends some booleans of launch templates as the strings "true"/"false" (pulumi-aws#2257).
+    return value is True or value == "true"
+
+
+def imdsv2_required(node: Node, config: dict) -> Iterator[Violation]:
+    tokens = dig(node.props, "metadataOptions", "httpTokens")
+    if not is_unknown(tokens) and tokens != "required":
+        yield Violation(
+            node.urn, f"{describe(node)} allows IMDSv1 (httpTokens={tokens!r}); set metadataOptions.httpTokens to 'required'"
+        )
+
+
+def encrypted_block_devices(node: Node, config: dict) -> Iterator[Violation]:
+    for mapping in node.props.get("blockDeviceMappings") or []:
+        encrypted = dig(mapping, "ebs", "encrypted")
+        if not is_unknown(encrypted) and mapping.get("ebs") is not None and not _true(encrypted):
+            yield Violation(node.urn, f"{describe(node)} maps {mapping.get('deviceName')} unencrypted; set ebs.encrypted")
+
+
+def kms_encryption_at_rest(node: Node, config: dict) -> Iterator[Violation]:
+    if node.type == EKS_COMPONENT and not node.props.get("encryptionConfigKeyArn"):
+        yield Violation(node.urn, f"{describe(node)} does not envelope-encrypt Secrets; set encryptionConfigKeyArn to a KMS key")
+    elif node.type == EKS_CLUSTER and not dig(node.props, "encryptionConfig", "provider", "keyArn"):
+        yield Violation(node.urn, f"{describe(node)} does not envelope-encrypt Secrets; add an encryptionConfig with a KMS key")
+    elif node.type == FSX:
+        deployment = node.props.get("deploymentType")
+        # Scratch file systems are always encrypted with FSx-managed keys and take no customer key.
+        if isinstance(deployment, str) and deployment.startswith("PERSISTENT") and not node.props.get("kmsKeyId"):
+            yield Violation(node.urn, f"{describe(node)} ({deployment}) has no KMS key; set kmsKeyId")
+    elif node.type == ECR:
+        kinds = [c.get("encryptionType") for c in node.props.get("encryptionConfigurations") or [] if known(c)]
+        if "KMS" not in kinds:
+            yield Violation(
+                node.urn,
+                f"{describe(node)} is encrypted with AES256 only; set encryptionConfigurations to [{{encryptionType: KMS}}]",
+            )
+
+
+def control_plane_logging(node: Node, config: dict) -> Iterator[Violation]:
+    required = config.get("requiredLogTypes") or CONTROL_PLANE_LOG_TYPES
+    enabled = node.props.get("enabledClusterLogTypes") or []
+    if not known(enabled):
+        return
+    missing = [t for t in required if t not in enabled]
+    if missing:
+        yield Violation(node.urn, f"{describe(node)} does not log {', '.join(missing)}; add them to enabledClusterLogTypes")
+
+
+def authentication_mode_api(node: Node, config: dict) -> Iterator[Violation]:
+    mode = (
+        node.props.get("authenticationMode")
+        if node.type == EKS_COMPONENT
+        else dig(node.props, "accessConfig", "authenticationMode")
+    )
+    if not is_unknown(mode) and mode != "API":
+        yield Violation(
+            node.urn,
+            f"{describe(node)} uses authentication mode {mode or 'CONFIG_MAP (the default)'}; set "
+            "it to API and grant access with access entries",
+        )
+
+
+def endpoint_public_access(node: Node, config: dict) -> Iterator[Violation]:
+    props = node.props if node.type == EKS_COMPONENT else node.props.get("vpcConfig") or {}
+    public = props.get("endpointPublicAccess")
+    if node.type == EKS_COMPONENT and public is None:
+        public = True  # pulumi-eks's default
+    if is_unknown(public) or not public:
+        return
+    cidrs = props.get("publicAccessCidrs") or []
+    if not config.get("allowPublicEndpoint", False):
+        yield Violation(
+            node.urn,
+            f"{describe(node)} has a public API endpoint, which this stack's policy config forbids; "
+            "set endpointPublicAccess to false and reach the API from the VPC",
+        )
+    elif known(cidrs) and (not cidrs or any(c in WORLD for c in cidrs)):
+        yield Violation(
+            node.urn,
+            f"{describe(node)} has a public API endpoint open to the internet; restrict publicAccessCidrs to known ranges",
+        )
+
+
+def _world_cidrs(rule: dict) -> list[str]:
+    cidrs = [*(rule.get("cidrBlocks") or []), *(rule.get("ipv6CidrBlocks") or [])]
+    for key in ("cidrIpv4", "cidrIpv6"):
+        if rule.get(key):
+            cidrs.append(rule[key])
+    return [c for c in cidrs if isinstance(c, str) and not is_unknown(c) and _is_world(c)]
+
+
+def _is_world(cidr: str) -> bool:
+    try:
+        return ipaddress.ip_network(cidr, strict=False).prefixlen == 0
+    except ValueError:
+        return False
+
+
+def no_world_ingress(node: Node, config: dict) -> Iterator[Violation]:
+    if node.type == SECURITY_GROUP:
+        rules = node.props.get("ingress") or []
+    elif node.type == SECURITY_GROUP_RULE:
+        rules = [node.props] if node.props.get("type") == "ingress" else []
+    else:
+        rules = [node.props]
+    for rule in rules:
+        if known(rule) and _world_cidrs(rule):
+            ports = f"{rule.get('fromPort')}-{rule.get('toPort')}"
+            yield Violation(
+                node.urn,
+                f"{describe(node)} allows ingress from {', '.join(_world_cidrs(rule))} on "
+                f"{rule.get('protocol', rule.get('ipProtocol'))} {ports}; restrict the source to known "
+                "ranges or security groups",
+            )
+
+
+def _statements(document) -> list[dict]:
+    if isinstance(document, str):
+        if is_unknown(document):
+            return []
+        try:
+            document = json.loads(document)
+        except json.JSONDecodeError:
+            return []
+    statements = document.get("Statement", []) if isinstance(document, dict) else []
+    return [statements] if isinstance(statements, dict) else [s for s in statements if isinstance(s, dict)]
+
+
+def _as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def iam_no_wildcard_admin(node: Node, config: dict) -> Iterator[Violation]:
+    documents = [node.props.get("policy")]
+    if node.type == IAM_ROLE:
+        documents = [p.get("policy") for p in node.props.get("inlinePolicies") or [] if known(p)]
+    for document in documents:
+        for statement in _statements(document):
+            actions, resources = _as_list(statement.get("Action", [])), _as_list(statement.get("Resource", []))
+            if statement.get("Effect") == "Allow" and {"*", "*:*"} & set(actions) and "*" in resources:
+                yield Violation(
+                    node.urn,
+                    f"{describe(node)} allows every action on every resource; grant the "
+                    "actions the workload needs on the resources it uses",
+                )
+
+
+def _is_irsa_role(role: Node) -> bool:
+    return any(
+        "sts:AssumeRoleWithWebIdentity" in _as_list(s.get("Action", [])) for s in _statements(role.props.get("assumeRolePolicy"))
+    )
+
+
+def irsa_no_full_access(graph: Graph, config: dict) -> Iterator[Violation]:
+    for attachment in graph.of_type(ROLE_POLICY_ATTACHMENT):
+        arn = attachment.props.get("policyArn")
+        roles = attachment.linked("role", IAM_ROLE)
+        if isinstance(arn, str) and arn.endswith("FullAccess") and any(_is_irsa_role(r) for r in roles):
+            yield Violation(
+                attachment.urn,
+                f"{describe(attachment)} gives the service-account role {roles[0].name} {arn}; "
+                "attach a policy scoped to what the controller needs",
+            )
+    for role in graph.of_type(IAM_ROLE):
+        full = [a for a in role.props.get("managedPolicyArns") or [] if isinstance(a, str) and a.endswith("FullAccess")]
+        if full and _is_irsa_role(role):
+            yield Violation(role.urn, f"{describe(role)} is a service-account role with {', '.join(full)}; scope it down")
+
+
+def ecr_immutable_scan_on_push(node: Node, config: dict) -> Iterator[Violation]:
+    mutability = node.props.get("imageTagMutability", "MUTABLE")
+    if not is_unknown(mutability) and not str(mutability).startswith("IMMUTABLE"):
+        yield Violation(node.urn, f"{describe(node)} has mutable tags; set imageTagMutability to IMMUTABLE")
+    if dig(node.props, "imageScanningConfiguration", "scanOnPush") is not True:
+        yield Violation(node.urn, f"{describe(node)} does not scan on push; set imageScanningConfiguration.scanOnPush")
+
+
+def _pod_specs(node: Node) -> list[dict]:
+    if node.type == POD:
+        specs = [node.props.get("spec")]
+    elif node.type == CRON_JOB:
+        specs = [dig(node.props, "spec", "jobTemplate", "spec", "template", "spec")]
+    else:
+        specs = [dig(node.props, "spec", "template", "spec")]
+    return [s for s in specs if isinstance(s, dict)]
+
+
+def images_pinned(node: Node, config: dict) -> Iterator[Violation]:
+    for spec in _pod_specs(node):
+        for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+            image = container.get("image")
+            if not isinstance(image, str) or is_unknown(image):
+                continue
+            last_part = image.rsplit("/", 1)[-1]
+            tag = last_part.rpartition(":")[2] if ":" in last_part else ""
+            if "@sha256:" not in image and (not tag or tag == "latest"):
+                yield Violation(
+                    node.urn, f"{describe(node)} runs image '{image}' without a pinned tag; use an exact version tag or a digest"
+                )
+
+
+def helm_release_pinned(node: Node, config: dict) -> Iterator[Violation]:
+    allowed = config.get("allowedRepositories") or DEFAULT_ALLOWED_CHART_REPOSITORIES
+    version = node.props.get("version")
+    chart = node.props.get("chart")
+    if is_unknown(version) or is_unknown(chart):
+        return
+    if not isinstance(version, str) or not EXACT_VERSION.match(version):
+        yield Violation(
+            node.urn, f"{describe(node)} installs chart {chart} at version {version!r}; pin an exact chart version (e.g. 1.2.3)"
+        )
+    repository = dig(node.props, "repositoryOpts", "repo") or (
+        chart.rsplit("/", 1)[0] if str(chart).startswith("oci://") else None
+    )
+    if is_unknown(repository):
+        return
+    if not repository or repository.rstrip("/") not in [r.rstrip("/") for r in allowed]:
+        yield Violation(
+            node.urn,
+            f"{describe(node)} installs {chart} from {repository or 'an unnamed repository'}, "
+            f"which is not an allowed chart repository ({', '.join(allowed)})",
+        )
+
+
+def no_public_load_balancer(node: Node, config: dict) -> Iterator[Violation]:
+    if node.props.get("spec", {}).get("type") != "LoadBalancer":
+        return
+    name = dig(node.props, "metadata", "name")
+    if name in (config.get("allowedServices") or []):
+        return
+    annotations = dig(node.props, "metadata", "annotations", default={}) or {}
+    if not any(annotations.get(k) in values for k, values in INTERNAL_LB_ANNOTATIONS.items()):
+        yield Violation(
+            node.urn,
+            f"{describe(node)} is a public LoadBalancer; use a ClusterIP Service with "
+            "kubectl port-forward, or annotate it as an internal load balancer",
+        )
+
+
+def stateful_resources_protected(graph: Graph, config: dict) -> Iterator[Violation]:
+    if not config.get("requireProtection", False):
+        return
+    for node in graph.of_type(*STATEFUL_TYPES):
+        if not node.protect:
+            yield Violation(
+                node.urn,
+                f"{describe(node)} holds state but is not protected; set protect (the program's "
+                "protectStatefulResources config) so pulumi destroy cannot delete it",
+            )
