@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import STACKS, evaluate, node_group_config, settings
 from policies.packs import PACKS
@@ -324,6 +325,27 @@ def test_every_policy_has_a_mutation_test():
     tested = set(re.findall(r'caught\(\s*"([a-z0-9-]+)"', Path(__file__).read_text()))
     assert ALL_POLICIES - tested == set(), f"no mutation test for {sorted(ALL_POLICIES - tested)}"
     assert tested <= ALL_POLICIES
+
+
+def test_every_policy_is_documented():
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "policies.md").read_text()
+    assert {name for name in ALL_POLICIES if f"`{name}`" not in guide} == set()
+
+
+def test_workflows_pair_every_pack_with_the_stack_config():
+    root = Path(__file__).resolve().parents[1]
+    pulumi_steps = [
+        (workflow.name, step)
+        for workflow in (root / ".github" / "workflows").glob("*.yml")
+        for job in yaml.safe_load(workflow.read_text())["jobs"].values()
+        for step in job.get("steps", [])
+        if str(step.get("uses", "")).startswith("pulumi/actions")
+    ]
+    assert {step["with"]["command"] for _, step in pulumi_steps} == {"preview", "up"}
+    for workflow, step in pulumi_steps:
+        packs, configs = step["with"]["policyPacks"].split(), step["with"]["policyPackConfigs"].splitlines()
+        assert sorted(packs) == sorted(f"policies/{p.name}" for p in PACKS), workflow
+        assert len(configs) == len(packs) and all(c.startswith("policies/config/") for c in configs), workflow
 
 
 def test_policy_config_files_are_valid_for_every_pack():
