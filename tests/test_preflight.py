@@ -57,3 +57,32 @@ def test_stack_file_is_evaluated_as_the_named_stack(tmp_path):
     result = run_preflight("plan", "staging", "--stack-file", str(copy), "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["stack"] == "staging"
+
+
+def test_check_all_passes():
+    result = run_preflight("check", "--all")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("Result: 0 mandatory") == 3
+
+
+def test_check_of_a_mutated_graph_exits_1_naming_the_policy(tmp_path):
+    plan = json.loads(run_preflight("plan", "staging", "--json").stdout)
+    template = next(r for r in plan["resources"] if r["type"] == "aws:ec2/launchTemplate:LaunchTemplate" and "-lt" in r["name"])
+    template["inputs"]["networkInterfaces"] = template["inputs"]["networkInterfaces"][:4]
+    graph = tmp_path / "plan.json"
+    graph.write_text(json.dumps(plan))
+    result = run_preflight("check", "--graph", str(graph), "--json")
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    # Four interfaces instead of eight: the layout rule fires on the template, and the queue, sized for eight
+    # EFA interfaces per node, now asks for more than the nodes provide.
+    by_policy = {v["policy"]: v for v in report["violations"]}
+    assert set(by_policy) == {"trainium-efa-interface-per-network-card", "volcano-queue-within-capacity"}
+    assert by_policy["trainium-efa-interface-per-network-card"]["urn"] == template["urn"]
+    assert all(v["enforcementLevel"] == "mandatory" for v in report["violations"])
+
+
+def test_check_usage_errors_exit_2():
+    for args in (["check"], ["check", "dev", "--all"], ["check", "dev", "prod", "--stack-file", "x.yaml"]):
+        result = run_preflight(*args)
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
