@@ -8,7 +8,7 @@ resources so that tests and policies see every property of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -43,6 +43,7 @@ class ClusterArgs:
     vpc_id: pulumi.Input[str]
     private_subnet_ids: pulumi.Input[list]
     public_subnet_ids: pulumi.Input[list]
+    node_routing: Sequence[pulumi.Resource]  # nodes join the cluster through NAT: create it before them
     tags: Mapping[str, str]
     protect: bool
 
@@ -158,7 +159,7 @@ class Cluster(pulumi.ComponentResource):
             launch_template={"id": system_template.id, "version": system_template.latest_version.apply(str)},
             labels={layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE},
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*attachments, *args.node_routing]),
         )
 
         self.provider = k8s.Provider(

@@ -26,6 +26,7 @@ CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
 class DevicePluginsArgs:
     config: DevicePluginConfig
     provider: k8s.Provider
+    system_nodes: pulumi.Resource  # the scheduler extension runs there; the release waits for it
 
 
 class DevicePlugins(pulumi.ComponentResource):
@@ -38,7 +39,7 @@ class DevicePlugins(pulumi.ComponentResource):
         super().__init__("trainium-eks:kubernetes:DevicePlugins", name, None, opts)
         cfg = args.config
         trainium_tolerations = [CRITICAL_ADDONS_TOLERATION, layout.neuron_toleration()]
-        depends_on = []
+        depends_on = [args.system_nodes]
         if cfg.neuron_monitor:
             depends_on.append(
                 k8s.core.v1.Namespace(

@@ -71,6 +71,8 @@ class Network(pulumi.ComponentResource):
     trainium_subnet_id: pulumi.Output[str]
     trainium_az_id: pulumi.Output[str]
     trainium_availability_zone: pulumi.Output[str]
+    # What nodes need before they boot: a route to the internet through NAT (empty for an adopted VPC).
+    private_routing: list[pulumi.Resource]
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainium-eks:network:Network", name, None, opts)
@@ -122,6 +124,7 @@ class Network(pulumi.ComponentResource):
         self.vpc_id = pulumi.Output.from_input(existing.vpc_id)
         self.private_subnet_ids = pulumi.Output.from_input(list(existing.private_subnet_ids))
         self.public_subnet_ids = pulumi.Output.from_input([])
+        self.private_routing = []
         self.trainium_subnet_id = pulumi.Output.all(subnet.availability_zone_id, verified_az_id).apply(same_az)
 
     def _create(self, name: str, cfg: NetworkConfig, args: NetworkArgs, verified_az_id, child) -> None:
@@ -195,6 +198,7 @@ class Network(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
                 )
             )
+        self.private_routing = []
         for i, private in enumerate(private_subnets):
             role = "trainium" if i == 0 else f"az{i}"
             route_table = aws.ec2.RouteTable(
@@ -204,8 +208,10 @@ class Network(pulumi.ComponentResource):
                 tags={**tags, "Name": f"{args.cluster_name}-private-{role}"},
                 opts=child,
             )
-            aws.ec2.RouteTableAssociation(
-                f"{name}-private-{role}", subnet_id=private.id, route_table_id=route_table.id, opts=child
+            self.private_routing.append(
+                aws.ec2.RouteTableAssociation(
+                    f"{name}-private-{role}", subnet_id=private.id, route_table_id=route_table.id, opts=child
+                )
             )
 
         self.vpc_id = vpc.id

@@ -50,6 +50,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 vpc_id=network.vpc_id,
                 private_subnet_ids=network.private_subnet_ids,
                 public_subnet_ids=network.public_subnet_ids,
+                node_routing=network.private_routing,
                 tags=tags,
                 protect=protect,
             ),
@@ -66,13 +67,17 @@ class TrainiumPlatform(pulumi.ComponentResource):
                     vpc_id=network.vpc_id,
                     subnet_id=network.trainium_subnet_id,
                     tags=tags,
-                    depends_on=cluster.node_role_dependencies,
+                    depends_on=[*cluster.node_role_dependencies, *network.private_routing],
                 ),
                 opts=child,
             )
             for group in config.trainium_node_groups
         ]
-        DevicePlugins(f"{name}-device-plugins", DevicePluginsArgs(config.device_plugins, cluster.provider), opts=child)
+        DevicePlugins(
+            f"{name}-device-plugins",
+            DevicePluginsArgs(config.device_plugins, cluster.provider, cluster.system_node_group),
+            opts=child,
+        )
         scheduling = Scheduling(
             f"{name}-scheduling",
             SchedulingArgs(
@@ -80,6 +85,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 node_groups=config.trainium_node_groups,
                 block_storage_class=cluster.block_storage_class,
                 provider=cluster.provider,
+                system_nodes=cluster.system_node_group,
             ),
             opts=child,
         )
@@ -94,6 +100,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 oidc_issuer=cluster.oidc_issuer,
                 job_namespace=scheduling.job_namespace,
                 provider=cluster.provider,
+                system_nodes=cluster.system_node_group,
                 tags=tags,
                 protect=protect,
             ),

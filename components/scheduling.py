@@ -1,8 +1,9 @@
 """Scheduling: the job namespace, the Volcano batch scheduler with its queues, and etcd for TorchElastic rendezvous.
 
-A queue's capability is derived from the Neuron capacity the node groups provision (desired nodes times the
-devices, cores and EFA interfaces per node), so a queue can never promise more accelerators than exist and
-never blocks CPU or memory (the tutorial's ``capability: {cpu: 2}`` did). etcd runs the v2 API, which
+A queue's capability is derived from the Neuron capacity the node groups provision (their maximum size times the
+devices, cores and EFA interfaces per node), so a queue can never promise more accelerators than the node groups
+can hold, scaling within maxSize leaves the queues untouched, and CPU and memory are never capped (the
+tutorial's ``capability: {cpu: 2}`` blocked every pod that asked for CPU). etcd runs the v2 API, which
 torch's ``etcd`` and ``etcd-v2`` rendezvous backends (python-etcd) speak.
 """
 
@@ -36,14 +37,15 @@ class SchedulingArgs:
     node_groups: Sequence[TrainiumNodeGroupConfig]
     block_storage_class: pulumi.Input[str]
     provider: k8s.Provider
+    system_nodes: pulumi.Resource  # Volcano's controllers run there; its release waits for them
 
 
 def provisioned_capacity(node_groups: Sequence[TrainiumNodeGroupConfig]) -> dict[str, int]:
-    """Extended resources the node groups provide at their desired size."""
+    """Extended resources the node groups provide at their maximum size."""
     return {
-        layout.NEURON_DEVICE_RESOURCE: sum(g.scaling.desired_size * g.spec.neuron_devices for g in node_groups),
-        layout.NEURON_CORE_RESOURCE: sum(g.scaling.desired_size * g.spec.neuron_cores for g in node_groups),
-        layout.EFA_RESOURCE: sum(g.scaling.desired_size * g.efa_interfaces for g in node_groups),
+        layout.NEURON_DEVICE_RESOURCE: sum(g.scaling.max_size * g.spec.neuron_devices for g in node_groups),
+        layout.NEURON_CORE_RESOURCE: sum(g.scaling.max_size * g.spec.neuron_cores for g in node_groups),
+        layout.EFA_RESOURCE: sum(g.scaling.max_size * g.efa_interfaces for g in node_groups),
     }
 
 
@@ -84,6 +86,7 @@ class Scheduling(pulumi.ComponentResource):
             },
             parent=self,
             provider=args.provider,
+            depends_on=[args.system_nodes],
         )
         capacity = provisioned_capacity(args.node_groups)
         for queue in cfg.queues:

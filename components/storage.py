@@ -13,6 +13,7 @@ claim in the job namespace. Layout on the volume (mounted at /data by jobs and T
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,27 +45,12 @@ class StorageArgs:
     oidc_issuer: pulumi.Input[str]
     job_namespace: pulumi.Input[str]
     provider: k8s.Provider
+    system_nodes: pulumi.Resource  # the CSI controller runs there; its release waits for them
     tags: Mapping[str, str]
     protect: bool
 
 
-def lustre_ingress(cluster_security_group_id: pulumi.Input[str]) -> list[dict]:
-    """Lustre traffic from the file system's own servers and from every cluster node."""
-    ports = [(LUSTRE_PORT, LUSTRE_PORT, "Lustre"), (*LUSTRE_CLIENT_PORTS, "Lustre client ports")]
-    return [
-        rule
-        for low, high, what in ports
-        for rule in (
-            {"protocol": "tcp", "from_port": low, "to_port": high, "self": True, "description": f"{what} between servers"},
-            {
-                "protocol": "tcp",
-                "from_port": low,
-                "to_port": high,
-                "security_groups": [cluster_security_group_id],
-                "description": f"{what} from cluster nodes",
-            },
-        )
-    ]
+LUSTRE_PORT_RANGES = {"lustre": (LUSTRE_PORT, LUSTRE_PORT), "lustre-clients": LUSTRE_CLIENT_PORTS}
 
 
 def fsx_csi_policy(file_system_arn: str) -> str:
@@ -92,13 +78,35 @@ class Storage(pulumi.ComponentResource):
         stateful = pulumi.ResourceOptions(parent=self, protect=args.protect)
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
 
+        # Rules are separate resources (never inline, which would be authoritative over them): the file system
+        # then needs only its group and subnet, and is created while the EKS control plane is.
         security_group = aws.ec2.SecurityGroup(
             f"{name}-lustre",
             description="FSx for Lustre: Lustre ports from cluster nodes and between servers",
             vpc_id=args.vpc_id,
-            ingress=lustre_ingress(args.cluster_security_group_id),
-            egress=[{"protocol": "-1", "from_port": 0, "to_port": 0, "cidr_blocks": ["0.0.0.0/0"], "description": "Outbound"}],
             tags={**tags, "Name": f"{name}-lustre"},
+            opts=child,
+        )
+        sources = {"self": security_group.id, "nodes": args.cluster_security_group_id}
+        for (rule, (low, high)), (source, source_group) in itertools.product(LUSTRE_PORT_RANGES.items(), sources.items()):
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-{rule}-from-{source}",
+                security_group_id=security_group.id,
+                referenced_security_group_id=source_group,
+                ip_protocol="tcp",
+                from_port=low,
+                to_port=high,
+                description=f"TCP {low}-{high} from {source}",
+                tags=tags,
+                opts=child,
+            )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-lustre-egress",
+            security_group_id=security_group.id,
+            ip_protocol="-1",
+            cidr_ipv4="0.0.0.0/0",
+            description="Outbound",
+            tags=tags,
             opts=child,
         )
         persistent = {}
@@ -175,6 +183,7 @@ class Storage(pulumi.ComponentResource):
             },
             parent=self,
             provider=args.provider,
+            depends_on=[args.system_nodes],
         )
 
         volume_name = pulumi.Output.concat(args.job_namespace, "-", cfg.claim_name)

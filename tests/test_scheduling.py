@@ -12,17 +12,17 @@ NG = "aws:eks/nodeGroup:NodeGroup"
 
 
 def provisioned_from_graph(plan) -> dict[str, int]:
-    """Sum desired nodes x per-node resources, reading instance types and sizes from the node groups in the graph."""
+    """Sum maximum nodes x per-node resources, reading instance types and sizes from the node groups in the graph."""
     totals = {layout.NEURON_DEVICE_RESOURCE: 0, layout.NEURON_CORE_RESOURCE: 0, layout.EFA_RESOURCE: 0}
     for ng in plan.find(NG):
         spec = catalog.INSTANCE_TYPES[ng.inputs["instanceTypes"][0]]
         if not spec.is_trainium:
             continue
-        desired = int(ng.inputs["scalingConfig"]["desiredSize"])
+        nodes = int(ng.inputs["scalingConfig"]["maxSize"])
         efa = layout.EFA_PRESENT_LABEL in ng.inputs["labels"]
-        totals[layout.NEURON_DEVICE_RESOURCE] += desired * spec.neuron_devices
-        totals[layout.NEURON_CORE_RESOURCE] += desired * spec.neuron_cores
-        totals[layout.EFA_RESOURCE] += desired * (spec.max_efa_interfaces if efa else 0)
+        totals[layout.NEURON_DEVICE_RESOURCE] += nodes * spec.neuron_devices
+        totals[layout.NEURON_CORE_RESOURCE] += nodes * spec.neuron_cores
+        totals[layout.EFA_RESOURCE] += nodes * (spec.max_efa_interfaces if efa else 0)
     return totals
 
 

@@ -28,12 +28,21 @@ def test_file_system_sits_in_the_trainium_subnet(stack):
 
 def test_lustre_ports_are_open_to_cluster_nodes_and_between_servers(stack_plan):
     group = lustre_group(stack_plan)
-    cluster_sg = stack_plan.outputs["clusterSecurityGroupId"]
+    assert "ingress" not in group.inputs  # inline rules would be authoritative over the separate rule resources
+    rules = [
+        r
+        for r in stack_plan.find("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+        if group.urn in r.property_dependencies["securityGroupId"]
+    ]
+    cluster = one(stack_plan.find("eks:index:Cluster"))
     for low, high in ((988, 988), (1018, 1023)):
-        rules = [r for r in group.inputs["ingress"] if r["protocol"] == "tcp" and (r["fromPort"], r["toPort"]) == (low, high)]
-        assert any(r.get("self") for r in rules), (low, high)
-        assert any(cluster_sg in r.get("securityGroups", []) for r in rules), (low, high)
-    assert not any("0.0.0.0/0" in r.get("cidrBlocks", []) for r in group.inputs["ingress"])
+        covering = [
+            r for r in rules if r.inputs["ipProtocol"] == "tcp" and (r.inputs["fromPort"], r.inputs["toPort"]) == (low, high)
+        ]
+        sources = {urn for r in covering for urn in r.property_dependencies["referencedSecurityGroupId"]}
+        assert group.urn in sources, (low, high)
+        assert cluster.urn in sources, (low, high)
+        assert not any(r.inputs.get("cidrIpv4") for r in covering)
     fsx = one(stack_plan.find(FSX))
     assert fsx.property_dependencies["securityGroupIds"] == [group.urn]
 

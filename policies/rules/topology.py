@@ -136,15 +136,53 @@ def neuron_ami(node: Node, config: dict) -> Iterator[Violation]:
         )
 
 
+SEPARATE_RULE_TYPES = {
+    "ingress": "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+    "egress": "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+}
+
+
+def _rules(graph: Graph, group: Node, direction: str) -> list[dict] | None:
+    """A security group's rules in one direction, inline or as separate rule resources, as
+    ``{"protocol", "fromPort", "toPort", "self", "others"}``; None while the inline rules are unknown."""
+    inline = group.props.get(direction) or []
+    if not known(inline):
+        return None
+    rules = [
+        {
+            "protocol": str(r.get("protocol")),
+            "fromPort": r.get("fromPort", -1),
+            "toPort": r.get("toPort", -1),
+            "self": r.get("self") is True,
+            "others": bool(r.get("securityGroups") or r.get("cidrBlocks") or r.get("ipv6CidrBlocks")),
+        }
+        for r in inline
+    ]
+    for rule in graph.of_type(SEPARATE_RULE_TYPES[direction]):
+        if group not in rule.linked("securityGroupId"):
+            continue
+        referenced = rule.linked("referencedSecurityGroupId")
+        rules.append(
+            {
+                "protocol": str(rule.props.get("ipProtocol")),
+                "fromPort": rule.props.get("fromPort", -1),
+                "toPort": rule.props.get("toPort", -1),
+                "self": group in referenced,
+                "others": bool([r for r in referenced if r is not group] or rule.props.get("cidrIpv4")),
+            }
+        )
+    return rules
+
+
 def _covers(rule: dict, low: int, high: int) -> bool:
-    protocol = str(rule.get("protocol"))
-    if protocol in ("-1", "all"):
+    if rule["protocol"] in ("-1", "all"):
         return True
-    return protocol in ("tcp", "6") and int(rule.get("fromPort", -1)) <= low and int(rule.get("toPort", -1)) >= high
+    ports = (rule["fromPort"], rule["toPort"])
+    return rule["protocol"] in ("tcp", "6") and known(ports) and int(ports[0]) <= low and int(ports[1]) >= high
 
 
-def _self_all_traffic(rules) -> bool:
-    return any(r.get("self") is True and str(r.get("protocol")) in ("-1", "all") for r in rules or [] if known(r))
+def _self_all_traffic(rules: list[dict]) -> bool:
+    return any(r["self"] and r["protocol"] in ("-1", "all") for r in rules)
 
 
 def efa_security_group_self_traffic(graph: Graph, config: dict) -> Iterator[Violation]:
@@ -152,9 +190,10 @@ def efa_security_group_self_traffic(graph: Graph, config: dict) -> Iterator[Viol
         if not group.spec.supports_efa or group.launch_template is None:
             continue
         groups = group.launch_template.linked("networkInterfaces", SECURITY_GROUP)
-        if any(not known(sg.props.get("ingress")) or not known(sg.props.get("egress")) for sg in groups):
+        rules = [(_rules(graph, sg, "ingress"), _rules(graph, sg, "egress")) for sg in groups]
+        if any(ingress is None or egress is None for ingress, egress in rules):
             continue
-        if not any(_self_all_traffic(sg.props.get("ingress")) and _self_all_traffic(sg.props.get("egress")) for sg in groups):
+        if not any(_self_all_traffic(ingress) and _self_all_traffic(egress) for ingress, egress in rules):
             yield Violation(
                 group.launch_template.urn,
                 f"{describe(group.launch_template)}: none of its interfaces' security groups allows all traffic to and "
@@ -191,20 +230,20 @@ def fsx_in_trainium_az(graph: Graph, config: dict) -> Iterator[Violation]:
 
 def fsx_lustre_ports(graph: Graph, config: dict) -> Iterator[Violation]:
     for fsx in graph.of_type(FSX):
-        groups = fsx.linked("securityGroupIds", SECURITY_GROUP)
-        rules = [r for sg in groups for r in (sg.props.get("ingress") or []) if known(r)]
-        if any(not known(sg.props.get("ingress")) for sg in groups):
+        per_group = [_rules(graph, sg, "ingress") for sg in fsx.linked("securityGroupIds", SECURITY_GROUP)]
+        if None in per_group:
             continue
+        rules = [r for group_rules in per_group for r in group_rules]
         for low, high in LUSTRE_PORT_RANGES:
             covering = [r for r in rules if _covers(r, low, high)]
             ports = str(low) if low == high else f"{low}-{high}"
-            if not any(r.get("self") for r in covering):
+            if not any(r["self"] for r in covering):
                 yield Violation(
                     fsx.urn,
                     f"{describe(fsx)}: its security groups do not allow TCP {ports} between the file "
                     "system's own servers; add a self-referencing ingress rule",
                 )
-            if not any(r.get("securityGroups") or r.get("cidrBlocks") for r in covering):
+            if not any(r["others"] for r in covering):
                 yield Violation(
                     fsx.urn,
                     f"{describe(fsx)}: its security groups do not allow TCP {ports} from the nodes; "
@@ -244,16 +283,16 @@ def device_plugins_present(graph: Graph, config: dict) -> Iterator[Violation]:
 
 
 def provisioned_capacity(graph: Graph) -> dict[str, int] | None:
-    """Neuron devices, NeuronCores and EFA interfaces at the node groups' desired sizes (None if unknown)."""
+    """Neuron devices, NeuronCores and EFA interfaces at the node groups' maximum sizes (None if unknown)."""
     totals = {layout.NEURON_DEVICE_RESOURCE: 0, layout.NEURON_CORE_RESOURCE: 0, layout.EFA_RESOURCE: 0}
     for group in trainium_groups(graph):
         interfaces = _efa_interfaces(group) if group.launch_template is not None else []
-        if group.desired_size is None or interfaces is None:
+        if group.max_size is None or interfaces is None:
             return None
         efa = sum(1 for i in interfaces if i.get("interfaceType") == "efa")
-        totals[layout.NEURON_DEVICE_RESOURCE] += group.desired_size * group.spec.neuron_devices
-        totals[layout.NEURON_CORE_RESOURCE] += group.desired_size * group.spec.neuron_cores
-        totals[layout.EFA_RESOURCE] += group.desired_size * efa
+        totals[layout.NEURON_DEVICE_RESOURCE] += group.max_size * group.spec.neuron_devices
+        totals[layout.NEURON_CORE_RESOURCE] += group.max_size * group.spec.neuron_cores
+        totals[layout.EFA_RESOURCE] += group.max_size * efa
     return totals
 
 
@@ -279,7 +318,7 @@ def volcano_queue_within_capacity(graph: Graph, config: dict) -> Iterator[Violat
                 yield Violation(
                     queue.urn,
                     f"{describe(queue)} allows {_quantity(asked)} {resource} but the node groups "
-                    f"provide {limit} at their desired size; lower the capability or scale the node groups",
+                    f"provide {limit} at their maximum size; lower the capability or raise maxSize",
                 )
 
 
