@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
-.PHONY: preview plan-json test lint constraints clean
+.PHONY: preview plan-json test lint bench constraints clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -38,3 +38,7 @@ constraints:
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
+
+## bench: engine speed figures (check --all, and large generated stacks)
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_preflight.py

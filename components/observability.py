@@ -29,6 +29,7 @@ class ObservabilityArgs:
     job_namespace: pulumi.Input[str]
     claim_name: pulumi.Input[str]
     provider: k8s.Provider
+    system_nodes: pulumi.Resource  # the pod runs there; the Deployment is ready only once they are
 
 
 class Observability(pulumi.ComponentResource):
@@ -81,7 +82,7 @@ class Observability(pulumi.ComponentResource):
                     },
                 },
             },
-            opts=k8s_opts,
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.system_nodes]),
         )
         service = k8s.core.v1.Service(
             f"{name}-tensorboard",

@@ -111,7 +111,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
         if config.tensorboard:
             observability = Observability(
                 f"{name}-observability",
-                ObservabilityArgs(scheduling.job_namespace, storage.claim_name, cluster.provider),
+                ObservabilityArgs(scheduling.job_namespace, storage.claim_name, cluster.provider, cluster.system_node_group),
                 opts=child,
             )
             tensorboard_service = pulumi.Output.concat(

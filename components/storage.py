@@ -166,7 +166,7 @@ class Storage(pulumi.ComponentResource):
             parent=self,
         )
         aws.iam.RolePolicy(f"{name}-fsx-csi", role=fsx_role.id, policy=self.file_system.arn.apply(fsx_csi_policy), opts=child)
-        fsx_driver = helm_release(
+        helm_release(
             "aws-fsx-csi-driver",
             versions.FSX_CSI_CHART,
             namespace="kube-system",
@@ -204,7 +204,7 @@ class Storage(pulumi.ComponentResource):
                     "volumeAttributes": {"dnsname": self.file_system.dns_name, "mountname": self.file_system.mount_name},
                 },
             },
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[fsx_driver]),
+            opts=k8s_opts,
         )
         claim = k8s.core.v1.PersistentVolumeClaim(
             f"{name}-fsx",

@@ -2,6 +2,7 @@
 
     python -m preflight plan STACK [--stack-file PATH] [--preview] [--json]
     python -m preflight check STACK... | --all [--stack-file PATH] [--graph FILE] [--preview] [--json]
+    python -m preflight diff STACK --against PATH|REF [--json]
 
 Exit status: 0 success (``check``: no mandatory violation), 1 ``check`` found a mandatory violation,
 2 config or usage error (one line on stderr, no traceback).
@@ -14,9 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-import pulumi
-
-from preflight import check, engine, render, stackfile
+from preflight import analysis, batch, check, diff, engine, render, stackfile
 
 
 class UsageError(Exception):
@@ -44,20 +43,31 @@ def parser() -> argparse.ArgumentParser:
     policy.add_argument("--graph", type=Path, help="check this plan (`plan --json` output) instead of running the program")
     policy.add_argument("--preview", action="store_true", help="check a preview of a new stack (computed values unknown)")
     policy.add_argument("--json", action="store_true", help="print the plan(s) with their violations as JSON")
+
+    change = commands.add_parser("diff", help="what the working tree changes in a stack against another version")
+    change.add_argument("stack", help="stack name")
+    change.add_argument(
+        "--against",
+        required=True,
+        metavar="PATH|REF",
+        help="the baseline: a stack settings file, or a git ref (the program and stack file as committed)",
+    )
+    change.add_argument("--json", action="store_true", help='print {"added", "removed", "changed"} as JSON')
     return root
 
 
 def run_plan(args: argparse.Namespace) -> int:
     settings = stackfile.load(args.stack, args.stack_file)
     plan = engine.evaluate(settings, preview=args.preview)
+    annotated = analysis.annotate(plan.to_json())
     if args.json:
-        print(json.dumps(plan.to_json(), indent=2, sort_keys=True))
+        print(json.dumps(annotated, indent=2, sort_keys=True))
     else:
-        print(render.tree(plan))
+        print(render.tree(plan) + "\n\n" + analysis.summary(annotated))
     return 0
 
 
-def _plans_to_check(args: argparse.Namespace) -> list[dict]:
+def _checked(args: argparse.Namespace) -> list[tuple[dict, check.CheckResult]]:
     if args.graph:
         if args.all or len(args.stacks) > 1 or args.stack_file:
             raise UsageError("--graph checks one plan: give at most one STACK and no --all or --stack-file")
@@ -69,21 +79,18 @@ def _plans_to_check(args: argparse.Namespace) -> list[dict]:
             raise UsageError(f"--graph {args.graph}: expected the object `preflight plan --json` prints")
         if args.stacks:
             plan["stack"] = args.stacks[0]
-        return [plan]
+        config = check.load_policy_config(plan["stack"])
+        return [(plan, check.check_plan(plan, config, f"policies/config/{plan['stack']}.json"))]
     if args.all == bool(args.stacks):
         raise UsageError("name the stacks to check, or pass --all")
     if args.stack_file and len(args.stacks) != 1:
         raise UsageError("--stack-file goes with exactly one STACK")
     names = stackfile.stack_names() if args.all else args.stacks
-    return [engine.evaluate(stackfile.load(n, args.stack_file), preview=args.preview).to_json() for n in names]
+    return batch.check_stacks(names, args.stack_file, args.preview)
 
 
 def run_check(args: argparse.Namespace) -> int:
-    reports = []
-    for plan in _plans_to_check(args):
-        config = check.load_policy_config(plan["stack"])
-        result = check.check_plan(plan, config, f"policies/config/{plan['stack']}.json")
-        reports.append((plan, result))
+    reports = [(analysis.annotate(plan), result) for plan, result in _checked(args)]
     if args.json:
         objects = [
             {
@@ -95,14 +102,32 @@ def run_check(args: argparse.Namespace) -> int:
         ]
         print(json.dumps(objects[0] if len(objects) == 1 and not args.all else objects, indent=2, sort_keys=True))
     else:
-        print("\n\n".join(render.policy_report(plan, result) for plan, result in reports))
+        print("\n\n".join(render.policy_report(plan, result) + "\n" + analysis.summary(plan) for plan, result in reports))
     return 1 if any(result.mandatory for _, result in reports) else 0
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    current = engine.evaluate(stackfile.load(args.stack)).to_json()
+    against = Path(args.against)
+    if against.is_file():
+        baseline = engine.evaluate(stackfile.load(args.stack, against)).to_json()
+    else:
+        baseline = diff.plan_at_ref(stackfile.REPO_ROOT, args.against, args.stack)
+    impact = diff.compare(baseline, current)
+    if args.json:
+        print(json.dumps(impact.to_json(), indent=2, sort_keys=True))
+    else:
+        print(render.impact(args.stack, args.against, impact, current, baseline))
+    return 0
+
+
+COMMANDS = {"plan": run_plan, "check": run_check, "diff": run_diff}
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
-        return run_plan(args) if args.command == "plan" else run_check(args)
-    except (UsageError, stackfile.StackFileError, check.PolicyConfigError, pulumi.RunError) as error:
+        return COMMANDS[args.command](args)
+    except (UsageError, batch.StackError, diff.RefError, *batch.ONE_LINE_ERRORS) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -73,3 +73,19 @@ def policy_report(plan: dict, result: CheckResult) -> str:
     mandatory = len(result.mandatory)
     lines.append(f"Result: {mandatory} mandatory, {len(result.violations) - mandatory} advisory or other finding(s)")
     return "\n".join(lines)
+
+
+def impact(stack: str, against: str, change, current: dict, baseline: dict) -> str:
+    """Added, removed and changed resources, with the changed input paths and replacements."""
+    names = {r["urn"]: f"{r['type']} {r['name']}" for r in [*baseline["resources"], *current["resources"]]}
+    replaced = sum(1 for c in change.changed if c.replace)
+    lines = [
+        f"Changes of {stack} against {against}: {len(change.added)} added, {len(change.removed)} removed, "
+        f"{len(change.changed)} changed ({replaced} replaced, {len(change.changed) - replaced} in place)"
+    ]
+    lines += [f"  + {names[urn]}" for urn in change.added]
+    lines += [f"  - {names[urn]}" for urn in change.removed]
+    for c in change.changed:
+        how = "+- replace" if c.replace else "~  update in place"
+        lines.append(f"  {how}: {names[c.urn]}: {', '.join(c.paths)}")
+    return "\n".join(lines)

@@ -26,7 +26,7 @@ def test_plan_json_has_the_engine_shape():
     result = run_preflight("plan", "staging", "--json")
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
-    assert set(plan) == {"project", "stack", "resources", "outputs"}
+    assert set(plan) == {"project", "stack", "resources", "outputs", "cost", "deployment"}
     assert (plan["project"], plan["stack"]) == ("trainium-eks", "staging")
     assert all(set(r) == RESOURCE_KEYS for r in plan["resources"])
     node_group = next(r for r in plan["resources"] if r["type"] == "aws:eks/nodeGroup:NodeGroup")

@@ -63,10 +63,15 @@ class Node:
     name: str
     props: Mapping[str, Any]
     protect: bool = False
+    custom: bool = True  # False for components
     provider_props: Mapping[str, Any] = field(default_factory=dict)
+    provider: Node | None = None
     parent: Node | None = None
     dependencies: list[Node] = field(default_factory=list)
     property_dependencies: dict[str, list[Node]] = field(default_factory=dict)
+
+    def __repr__(self) -> str:  # the default would print the whole graph through the links
+        return f"Node({self.type} {self.name})"
 
     def linked(self, prop: str, type_: str | None = None) -> list[Node]:
         """The resources ``prop`` was computed from (optionally only those of ``type_``)."""
@@ -93,11 +98,14 @@ class Graph:
         """Build from plan records: ``{"urn", "type", "name", "protect", "provider", "parent", "dependencies",
         "propertyDependencies", "inputs"}`` (the ``preflight plan --json`` resource shape)."""
         records = list(records)
-        nodes = {r["urn"]: Node(r["urn"], r["type"], r["name"], r["inputs"], bool(r.get("protect"))) for r in records}
+        nodes = {
+            r["urn"]: Node(r["urn"], r["type"], r["name"], r["inputs"], bool(r.get("protect")), r.get("custom", True))
+            for r in records
+        }
         for record in records:
             node = nodes[record["urn"]]
-            provider = nodes.get(record.get("provider") or "")
-            node.provider_props = provider.props if provider else {}
+            node.provider = nodes.get(record.get("provider") or "")
+            node.provider_props = node.provider.props if node.provider else {}
             node.parent = nodes.get(record.get("parent") or "")
             node.dependencies = [nodes[u] for u in record.get("dependencies", []) if u in nodes]
             node.property_dependencies = {

@@ -1,0 +1,45 @@
+"""What a reviewer asks of a plan besides its resources: the cost estimate and the deployment's critical path."""
+
+from __future__ import annotations
+
+from trainium_eks import catalog, cost, deployment
+from trainium_eks.graph import Graph
+
+DEFAULT_REGION = "us-east-1"
+
+
+def region_of(plan: dict) -> str:
+    """The region of the stack's default AWS provider."""
+    for resource in plan["resources"]:
+        if resource["type"] == "pulumi:providers:aws" and isinstance(resource["inputs"].get("region"), str):
+            return resource["inputs"]["region"]
+    return DEFAULT_REGION
+
+
+def annotate(plan: dict) -> dict:
+    """The plan with ``cost`` and ``deployment`` added (as ``plan --json`` and ``check --json`` print them)."""
+    graph = Graph.from_records(plan["resources"])
+    return {
+        **plan,
+        "cost": cost.estimate(graph, region_of(plan)).to_json(),
+        "deployment": deployment.Schedule(graph).to_json(),
+    }
+
+
+def summary(plan: dict) -> str:
+    """The human-readable lines for an annotated plan."""
+    names = {r["urn"]: f"{r['type'].rsplit(':', 1)[-1]} {r['name']}" for r in plan["resources"]}
+    estimate, schedule = plan["cost"], plan["deployment"]
+    lines = [
+        f"Estimated cost: {estimate['hourlyUsd']:,.2f} USD/hour, {estimate['monthlyUsd']:,.0f} USD/month "
+        f"({catalog.HOURS_PER_MONTH} h; {estimate['priceSource']})"
+    ]
+    lines += [
+        f"    {line['hourlyUsd'] * catalog.HOURS_PER_MONTH:>10,.0f} USD/month  {line['description']}  ({names[line['urn']]})"
+        for line in estimate["lines"]
+    ]
+    lines.append(f"Estimated `pulumi up` of a new stack: {schedule['criticalPathMinutes']:.1f} min; critical path:")
+    lines += [f"    {s['startMinute']:5.1f} -> {s['finishMinute']:5.1f} min  {names[s['urn']]}" for s in schedule["steps"]]
+    for wait in schedule["orderingOnlyWaits"]:
+        lines.append(f"    ordering only (dependsOn, no data): {names[wait['urn']]} waits for {names[wait['waitsFor']]}")
+    return "\n".join(lines)
