@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -59,3 +61,9 @@ def one(resources: list[engine.Resource]) -> engine.Resource:
 
 def by_urn(plan: engine.Plan) -> dict[str, engine.Resource]:
     return {r.urn: r for r in plan.resources}
+
+
+def run_preflight(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "preflight", *args], cwd=stackfile.REPO_ROOT, capture_output=True, text=True, timeout=120
+    )

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import STACKS, node_group_config, settings
+from conftest import STACKS, node_group_config, run_preflight, settings
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import catalog
 from trainium_eks.config import ConfigError, parse, project_declarations
@@ -134,10 +131,6 @@ def test_every_project_key_is_documented():
     guide = (REPO_ROOT / "docs" / "configuration.md").read_text()
     for key in [*declarations, "trainiumNodeGroups", "volcanoQueues"]:
         assert f"`{key}`" in guide, f"docs/configuration.md does not document {key}"
-
-
-def run_preflight(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "preflight", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize(

@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from conftest import STACKS, evaluate, node_group_config, settings
+from conftest import STACKS, evaluate, node_group_config, run_preflight, settings
 from policies.rules.trainium import trainium_groups
 from preflight import analysis
-from test_config import run_preflight
 from trainium_eks import catalog, cost, deployment
 from trainium_eks.graph import Graph, Node
 

@@ -7,10 +7,9 @@ import json
 import pytest
 import yaml
 
-from conftest import evaluate, node_group_config
+from conftest import evaluate, node_group_config, run_preflight
 from preflight import diff
 from preflight.stackfile import REPO_ROOT
-from test_config import run_preflight
 
 
 def staging_copy(tmp_path, edit) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from test_config import run_preflight
+from conftest import run_preflight
 
 RESOURCE_KEYS = {
     "urn",
