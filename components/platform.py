@@ -1,7 +1,7 @@
 """Platform: composes every component and publishes the output contract other teams consume.
 
 The contract is a flat map of stable, camelCase, JSON-friendly values. Consumers read it through a
-StackReference; renaming or removing a key, or changing its meaning, requires bumping ``CONTRACT_VERSION``.
+StackReference; the keys and their versions are declared in ``trainium_eks/contract.py``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from components.storage import Storage, StorageArgs
 from components.trainium_node_group import TrainiumNodeGroup, TrainiumNodeGroupArgs
 from trainium_eks import layout
 from trainium_eks.config import PlatformConfig
+from trainium_eks.contract import CONTRACT_VERSION
 
-CONTRACT_VERSION = "1.0.0"
 
 
 class TrainiumPlatform(pulumi.ComponentResource):
@@ -145,6 +145,8 @@ class TrainiumPlatform(pulumi.ComponentResource):
             "jobNamespace": scheduling.job_namespace,
             "fsxClaimName": storage.claim_name,
             "fsxFileSystemId": storage.file_system.id,
+            "fsxDnsName": storage.file_system.dns_name,
+            "fsxMountName": storage.file_system.mount_name,
             "fsxMountPath": layout.FSX_MOUNT_PATH,
             "datasetsPath": layout.DATASETS_DIR,
             "checkpointsPath": layout.CHECKPOINTS_DIR,

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from components.platform import CONTRACT_VERSION
 from conftest import STACKS, evaluate, settings
 from trainium_eks import catalog, versions
+from trainium_eks.contract import CONTRACT_VERSION, KEYS, PlatformContract
 
 # Contract 1.x: consumers may rely on every one of these keys. Removing or renaming one needs a major bump.
 CONTRACT_1 = {
@@ -44,8 +44,10 @@ CONTRACT_1 = {
 
 def test_contract_keys_are_stable(stack_plan):
     assert CONTRACT_VERSION.split(".")[0] == "1"
-    assert set(stack_plan.outputs) == CONTRACT_1
+    assert CONTRACT_1 <= set(stack_plan.outputs), "a 1.0.0 key was renamed or removed without a major version bump"
+    assert set(stack_plan.outputs) == set(KEYS)
     assert stack_plan.outputs["contractVersion"] == CONTRACT_VERSION
+    assert PlatformContract.from_outputs(stack_plan.outputs).cluster_name == stack_plan.outputs["clusterName"]
 
 
 def test_kubeconfig_is_secret(stack_plan):

@@ -1,0 +1,171 @@
+"""Acceptance jobs that prove a fresh cluster works, built from the stack's outputs.
+
+python -m jobs.acceptance CHECK [--stack STACK | --outputs FILE] [--dryrun] [--json]
+
+neuron-devices    every Trainium node advertises all its Neuron devices (neuron-ls, one pod per node)
+efa-allreduce     an all-reduce across two nodes' workers over EFA (torchrun with etcd rendezvous)
+fsx-shared        two pods on two nodes write to the shared volume and read each other's file
+etcd-rendezvous   the rendezvous etcd answers torch's client (python-etcd, v2 API)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
+
+from jobs import TRAINING_IMAGE_TAG
+from jobs.components import trainium_ddp
+from jobs.launch import LaunchError, add_platform_scheduling, choose_node_group, read_outputs, submit
+from trainium_eks import layout
+from trainium_eks.contract import ContractError, PlatformContract
+
+LABEL = "trainium-eks/acceptance"
+
+
+def _image(contract: PlatformContract) -> str:
+    return f"{contract.ecr_repository_url}:{TRAINING_IMAGE_TAG}"
+
+
+def _batch_job(contract: PlatformContract, name: str, pods: int, pod_spec: dict, spread: bool) -> dict:
+    labels = {LABEL: name}
+    if spread:  # one pod per node
+        pod_spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"acceptance-{name}", "namespace": contract.job_namespace, "labels": labels},
+        "spec": {
+            "completions": pods,
+            "parallelism": pods,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "ttlSecondsAfterFinished": 3600,
+            "template": {"metadata": {"labels": labels}, "spec": {"restartPolicy": "Never", **pod_spec}},
+        },
+    }
+
+
+def _on_trainium(contract: PlatformContract, group, container: dict, volumes: list | None = None) -> dict:
+    return {
+        "nodeSelector": dict(group.node_selector),
+        "tolerations": contract.tolerations(),
+        "containers": [container],
+        **({"volumes": volumes} if volumes else {}),
+    }
+
+
+def neuron_devices(contract: PlatformContract) -> dict:
+    group = choose_node_group(contract, None)
+    container = {
+        "name": "neuron-ls",
+        "image": _image(contract),
+        "command": ["neuron-ls"],
+        "resources": {"limits": {layout.NEURON_DEVICE_RESOURCE: str(group.neuron_devices_per_node)}},
+    }
+    return _batch_job(contract, "neuron-devices", group.desired_size, _on_trainium(contract, group, container), spread=True)
+
+
+def efa_allreduce(contract: PlatformContract) -> dict:
+    group = choose_node_group(contract, None)
+    if group.desired_size < 2 or not group.efa_interfaces_per_node:
+        raise LaunchError(
+            f"efa-allreduce: node group {group.name} needs two or more EFA nodes "
+            f"(it has {group.desired_size} x {group.instance_type})"
+        )
+    app = trainium_ddp(
+        image=_image(contract),
+        module="training.allreduce_check",
+        name="acceptance-efa",
+        nnodes=2,
+        nproc_per_node=group.neuron_cores_per_node,
+        instance_type=group.instance_type,
+        neuron_devices=group.neuron_devices_per_node,
+        efa_interfaces=group.efa_interfaces_per_node,
+        cpu=max(1, group.vcpus_per_node - 4),
+        mem_mb=int(group.memory_gib_per_node * 1024 * 0.9),
+        etcd_endpoint=contract.etcd_endpoint,
+        claim_name=contract.fsx_claim_name,
+        mount_path=contract.fsx_mount_path,
+        compile_cache=f"{contract.neuron_compile_cache_path}/acceptance",
+        bf16=False,
+    )
+    job = sanitize_for_serialization(app_to_resource(app, queue=contract.queues[0], service_account=None))
+    return add_platform_scheduling(job, contract, group)
+
+
+def fsx_shared(contract: PlatformContract) -> dict:
+    group = choose_node_group(contract, None)
+    directory = f"{contract.fsx_mount_path}/acceptance/fsx-shared"
+    script = (
+        f'set -eu; mkdir -p {directory}; echo "$HOSTNAME" > {directory}/$JOB_COMPLETION_INDEX; '
+        f"peer={directory}/$((1 - JOB_COMPLETION_INDEX)); for _ in $(seq 120); do [ -s $peer ] && break; sleep 1; done; "
+        'echo "read $(cat $peer) from the shared volume"'
+    )
+    container = {
+        "name": "fsx",
+        "image": _image(contract),
+        "command": ["bash", "-c", script],
+        "volumeMounts": [{"name": "shared", "mountPath": contract.fsx_mount_path}],
+    }
+    volumes = [{"name": "shared", "persistentVolumeClaim": {"claimName": contract.fsx_claim_name}}]
+    spread = group.desired_size >= 2  # two nodes when there are two; else two pods on the one node
+    return _batch_job(contract, "fsx-shared", 2, _on_trainium(contract, group, container, volumes), spread=spread)
+
+
+def etcd_rendezvous(contract: PlatformContract) -> dict:
+    host, port = contract.etcd_endpoint.rsplit(":", 1)
+    check = (
+        f"import etcd; c = etcd.Client(host={host!r}, port={int(port)}, protocol='http'); "
+        "c.write('/acceptance/rendezvous', 'ok', ttl=60); assert c.read('/acceptance/rendezvous').value == 'ok'; "
+        "print('etcd v2 API answers torch rendezvous')"
+    )
+    container = {"name": "etcd", "image": _image(contract), "command": ["python", "-c", check]}
+    pod = {"nodeSelector": {layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE}, "containers": [container]}
+    return _batch_job(contract, "etcd-rendezvous", 1, pod, spread=False)
+
+
+CHECKS = {
+    "neuron-devices": neuron_devices,
+    "efa-allreduce": efa_allreduce,
+    "fsx-shared": fsx_shared,
+    "etcd-rendezvous": etcd_rendezvous,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jobs.acceptance", description=__doc__.splitlines()[0])
+    parser.add_argument("check", choices=[*CHECKS, "all"])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack")
+    source.add_argument("--outputs", type=Path)
+    parser.add_argument("--dryrun", action="store_true", help="print the jobs instead of submitting them")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
+        names = list(CHECKS) if args.check == "all" else [args.check]
+        jobs = [CHECKS[name](contract) for name in names]
+        if args.dryrun:
+            print(json.dumps(jobs if len(jobs) > 1 else jobs[0], indent=2) if args.json else yaml.safe_dump_all(jobs))
+        else:
+            for job in jobs:
+                print(f"submitted {job['kind']} {contract.job_namespace}/{submit(job, contract)}")
+    except (LaunchError, ContractError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""TorchX component for data-parallel training on Trainium: `torchrun` with etcd rendezvous, per node.
+
+Unlike TorchX's ``dist.ddp``, it points the rendezvous at the platform's etcd Service (``dist.ddp`` can only
+use rank 0's host), asks for whole Trainium nodes (all Neuron devices and EFA interfaces), mounts the FSx
+claim, and sets the Neuron and EFA environment of the reference tutorial.
+"""
+
+from __future__ import annotations
+
+from torchx import specs
+
+from trainium_eks import layout
+
+NEURON_DEVICE = layout.NEURON_DEVICE_RESOURCE
+EFA_DEVICE = layout.EFA_RESOURCE
+ROLE = "worker"
+
+
+def training_environment(compile_cache: str, efa: bool, bf16: bool) -> dict[str, str]:
+    env = {
+        "NEURON_RT_RESET_CORES": "1",  # start from clean NeuronCores when a pod restarts
+        "XLA_TRANSFER_SEED_ASYNC": "1",
+        "NEURON_CC_FLAGS": f"--cache_dir={compile_cache}",  # compiled graphs on FSx, shared with the precompile job
+        "CCOM_SOCKET_IFNAME": "eth0",  # the Neuron collectives' bootstrap interface (the pod's primary interface)
+    }
+    if efa:
+        env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"})
+    if bf16:
+        env["XLA_DOWNCAST_BF16"] = "1"
+    return env
+
+
+def trainium_ddp(
+    *script_args: str,
+    image: str,
+    module: str = "training.pretrain_bert",
+    name: str = "bert-pretrain",
+    nnodes: int = 2,
+    nproc_per_node: int = 32,
+    instance_type: str = "trn1.32xlarge",
+    neuron_devices: int = 16,
+    efa_interfaces: int = 8,
+    cpu: int = 124,
+    mem_mb: int = 460_000,
+    etcd_endpoint: str = "etcd.training.svc.cluster.local:2379",
+    claim_name: str = "fsx-claim",
+    mount_path: str = "/data",
+    compile_cache: str = "/data/neuron-compile-cache/default",
+    bf16: bool = True,
+    precompile: bool = False,
+) -> specs.AppDef:
+    """Data-parallel training over ``nnodes`` Trainium nodes, ``nproc_per_node`` workers each.
+
+    Args:
+        script_args: arguments of the training module
+        image: training image (repository:tag)
+        module: Python module to run with torchrun -m
+        name: job name
+        nnodes: number of Trainium nodes
+        nproc_per_node: workers per node (one per NeuronCore)
+        instance_type: EC2 instance type of the nodes
+        neuron_devices: Neuron devices per node (all of them: one pod per node)
+        efa_interfaces: EFA interfaces per node (0 on types without EFA)
+        cpu: vCPUs requested per pod
+        mem_mb: memory requested per pod, in MB
+        etcd_endpoint: host:port of the etcd server for rendezvous
+        claim_name: PersistentVolumeClaim of the shared file system
+        mount_path: where the claim is mounted
+        compile_cache: Neuron compiler cache directory on the shared file system
+        bf16: compute in bfloat16
+        precompile: wrap the run in neuron_parallel_compile (compiles and caches the graphs, trains nothing)
+    """
+    torchrun = [
+        "torchrun",
+        f"--nnodes={nnodes}",
+        f"--nproc_per_node={nproc_per_node}",
+        "--rdzv_backend=etcd",  # torch's etcd backend speaks etcd's v2 API (python-etcd)
+        f"--rdzv_endpoint={etcd_endpoint}",
+        f"--rdzv_id={specs.macros.app_id}",
+        "--tee=3",
+        "-m",
+        module,
+        *script_args,
+        *(["--bf16"] if bf16 else []),
+    ]
+    command = ["neuron_parallel_compile", *torchrun] if precompile else torchrun
+    return specs.AppDef(
+        name=name,
+        roles=[
+            specs.Role(
+                name=ROLE,
+                image=image,
+                entrypoint=command[0],
+                args=command[1:],
+                num_replicas=nnodes,
+                resource=specs.Resource(
+                    cpu=cpu,
+                    gpu=0,
+                    memMB=mem_mb,
+                    capabilities={"node.kubernetes.io/instance-type": instance_type},
+                    devices={NEURON_DEVICE: neuron_devices, **({EFA_DEVICE: efa_interfaces} if efa_interfaces else {})},
+                ),
+                env=training_environment(compile_cache, efa_interfaces > 0, bf16),
+                mounts=[specs.VolumeMount(src=claim_name, dst_path=mount_path)],
+            )
+        ],
+    )

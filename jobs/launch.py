@@ -1,0 +1,215 @@
+"""Launch BERT pretraining (or its Neuron precompile) on the platform, configured from a stack's outputs alone.
+
+    python -m jobs.launch [--stack STACK | --outputs FILE] [--nodes N] [--workers-per-node N] [--node-group NAME]
+                          [--queue NAME] [--image-tag TAG] [--name NAME] [--precompile] [--no-bf16]
+                          [--dryrun] [--json] [-- TRAINING ARGS...]
+
+The queue, etcd endpoint, FSx claim and paths, image repository, instance type and per-node Neuron and EFA
+counts all come from the platform's output contract. TorchX builds the Volcano Job; the launcher then adds
+what TorchX cannot express: the toleration for the Trainium taint, the node group's node selector and the
+job namespace. Exit status: 0 submitted (or printed), 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
+
+from jobs import TRAINING_IMAGE_TAG
+from jobs.components import trainium_ddp
+from trainium_eks.contract import ContractError, NodeGroup, PlatformContract
+
+DATASET = "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
+RESERVED_VCPUS = 4  # kubelet, the VPC CNI and the device-plugin DaemonSets
+MEMORY_FRACTION = 0.9
+
+
+class LaunchError(Exception):
+    """Bad input to the launcher; the message is one line naming the option and the fix."""
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    name: str
+    nodes: int | None = None
+    workers_per_node: int | None = None
+    node_group: str | None = None
+    queue: str | None = None
+    image_tag: str = TRAINING_IMAGE_TAG
+    precompile: bool = False
+    bf16: bool = True
+    training_args: tuple[str, ...] = ()
+
+
+def read_outputs(stack: str | None, outputs_file: Path | None) -> dict:
+    if outputs_file is not None:
+        try:
+            outputs = json.loads(outputs_file.read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise LaunchError(f"--outputs {outputs_file}: not a readable JSON file ({error})") from None
+        # Also accept a whole `preflight plan --json` object.
+        return outputs["outputs"] if isinstance(outputs.get("outputs"), dict) and "resources" in outputs else outputs
+    try:
+        result = subprocess.run(
+            ["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", stack], capture_output=True, text=True
+        )
+    except FileNotFoundError:
+        raise LaunchError("--stack needs the Pulumi CLI on PATH; or pass --outputs FILE") from None
+    if result.returncode != 0:
+        raise LaunchError(f"--stack {stack}: `pulumi stack output` failed: {result.stderr.strip().splitlines()[-1:]}")
+    return json.loads(result.stdout)
+
+
+def choose_node_group(contract: PlatformContract, name: str | None) -> NodeGroup:
+    if name is None:
+        return contract.node_groups[0]
+    for group in contract.node_groups:
+        if group.name == name:
+            return group
+    raise LaunchError(f"--node-group {name}: no such node group; the stack has {', '.join(g.name for g in contract.node_groups)}")
+
+
+def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
+    """The Volcano Job for ``request``, validated against the platform's capacity."""
+    group = choose_node_group(contract, request.node_group)
+    nodes = request.nodes or min(2, group.max_size)
+    workers = request.workers_per_node or group.neuron_cores_per_node
+    if nodes < 1 or workers < 1:
+        raise LaunchError("--nodes and --workers-per-node: must be at least 1")
+    if workers > group.neuron_cores_per_node:
+        raise LaunchError(
+            f"--workers-per-node {workers}: a {group.instance_type} has {group.neuron_cores_per_node} "
+            "NeuronCores; use at most one worker per core"
+        )
+    if nodes > group.desired_size:
+        raise LaunchError(
+            f"--nodes {nodes}: node group {group.name} runs {group.desired_size} nodes "
+            f"({nodes * workers} workers asked, {group.desired_size * group.neuron_cores_per_node} cores "
+            "provisioned); scale the node group (desiredSize) or lower --nodes"
+        )
+    queue = request.queue or contract.queues[0]
+    if queue not in contract.queues:
+        raise LaunchError(f"--queue {queue}: no such Volcano queue; the stack has {', '.join(contract.queues)}")
+
+    output_dir = f"{contract.checkpoints_path}/{request.name}"
+    training_args = request.training_args or (
+        "--data-dir",
+        f"{contract.datasets_path}/{DATASET}",
+        "--output-dir",
+        output_dir,
+        "--tensorboard-dir",
+        f"{contract.tensorboard_log_path}/{request.name}",
+        "--batch-size",
+        "16",
+        "--grad-accum-steps",
+        "32",
+    )
+    if request.precompile and "--steps-this-run" not in training_args:
+        training_args = (*training_args, "--steps-this-run", "10")  # a few steps trace every graph
+    app = trainium_ddp(
+        *training_args,
+        image=f"{contract.ecr_repository_url}:{request.image_tag}",
+        name=request.name,
+        nnodes=nodes,
+        nproc_per_node=workers,
+        instance_type=group.instance_type,
+        neuron_devices=group.neuron_devices_per_node,
+        efa_interfaces=group.efa_interfaces_per_node,
+        cpu=max(1, group.vcpus_per_node - RESERVED_VCPUS),
+        mem_mb=int(group.memory_gib_per_node * 1024 * MEMORY_FRACTION),
+        etcd_endpoint=contract.etcd_endpoint,
+        claim_name=contract.fsx_claim_name,
+        mount_path=contract.fsx_mount_path,
+        compile_cache=f"{contract.neuron_compile_cache_path}/{request.name.removesuffix('-compile')}",
+        bf16=request.bf16,
+        precompile=request.precompile,
+    )
+    job = sanitize_for_serialization(app_to_resource(app, queue=queue, service_account=None))
+    return add_platform_scheduling(job, contract, group)
+
+
+def add_platform_scheduling(job: dict, contract: PlatformContract, group: NodeGroup) -> dict:
+    """What TorchX's Kubernetes scheduler cannot set: tolerations, the node group selector, the namespace."""
+    job["metadata"]["namespace"] = contract.job_namespace
+    for task in job["spec"]["tasks"]:
+        spec = task["template"]["spec"]
+        spec["tolerations"] = [*spec.get("tolerations", []), *contract.tolerations()]
+        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **group.node_selector}
+    return job
+
+
+def submit(job: dict, contract: PlatformContract) -> str:
+    """Create a Volcano Job or a batch/v1 Job in the job namespace with the stack's kubeconfig."""
+    if contract.kubeconfig is None:
+        raise LaunchError("the outputs hold no kubeconfig (secrets hidden); use --stack, or --dryrun to print the job")
+    from kubernetes import client, config
+
+    api = config.new_client_from_config_dict(json.loads(contract.kubeconfig))
+    if job["apiVersion"] == "batch/v1":
+        return client.BatchV1Api(api).create_namespaced_job(contract.job_namespace, job).metadata.name
+    created = client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", contract.job_namespace, "jobs", job
+    )
+    return created["metadata"]["name"]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m jobs.launch", description=__doc__.splitlines()[0])
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
+    source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
+    p.add_argument("--nodes", type=int, help="Trainium nodes (default: 2, or the group's maximum if smaller)")
+    p.add_argument("--workers-per-node", type=int, help="workers per node (default: one per NeuronCore)")
+    p.add_argument("--node-group", help="node group name (default: the first)")
+    p.add_argument("--queue", help="Volcano queue (default: the first)")
+    p.add_argument("--image-tag", default=TRAINING_IMAGE_TAG, help=f"training image tag (default {TRAINING_IMAGE_TAG})")
+    p.add_argument("--name", help="job name (default: berttrain, or bertcompile with --precompile)")
+    p.add_argument("--precompile", action="store_true", help="run neuron_parallel_compile to fill the compile cache")
+    p.add_argument("--no-bf16", dest="bf16", action="store_false", help="compute in float32")
+    p.add_argument("--dryrun", action="store_true", help="print the Volcano Job instead of submitting it")
+    p.add_argument("--json", action="store_true", help="print JSON (with --dryrun: the Volcano Job)")
+    p.add_argument("training_args", nargs="*", help="arguments for the training module, after --")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
+        name = args.name or ("bertcompile" if args.precompile else "berttrain")
+        request = JobRequest(
+            name,
+            args.nodes,
+            args.workers_per_node,
+            args.node_group,
+            args.queue,
+            args.image_tag,
+            args.precompile,
+            args.bf16,
+            tuple(args.training_args),
+        )
+        job = volcano_job(contract, request)
+        if args.dryrun:
+            print(json.dumps(job, indent=2, sort_keys=True) if args.json else yaml.safe_dump(job, sort_keys=False))
+        else:
+            submitted = submit(job, contract)
+            print(
+                json.dumps({"job": submitted, "namespace": contract.job_namespace})
+                if args.json
+                else f"submitted Volcano Job {contract.job_namespace}/{submitted}"
+            )
+    except (LaunchError, ContractError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""Acceptance check: an all-reduce across every worker of a multi-node job (over EFA on Trainium).
+
+Each worker contributes its rank + 1; the sum must be world * (world + 1) / 2 everywhere. Exits non-zero otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+from training.pretrain_bert import select_device
+
+
+def main() -> float:
+    device = select_device(os.environ.get("ALLREDUCE_DEVICE", "auto"))
+    dist.init_process_group("xla" if device.type == "xla" else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    value = torch.tensor([float(rank + 1)], device=device)
+    dist.all_reduce(value)
+    expected = world * (world + 1) / 2
+    total = float(value.cpu().item())
+    dist.destroy_process_group()
+    if total != expected:
+        raise SystemExit(f"rank {rank}: all-reduce gave {total}, expected {expected}")
+    if rank == 0:
+        print(f"all-reduce across {world} workers: {total} == {expected}", flush=True)
+    return total
+
+
+if __name__ == "__main__":
+    main()

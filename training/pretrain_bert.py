@@ -1,0 +1,173 @@
+"""BERT pretraining, data parallel over torch-xla on Trainium (or gloo on CPUs).
+
+Launched by TorchX (``python -m jobs.launch``) as ``torchrun ... -m training.pretrain_bert``: one process per
+NeuronCore, rendezvous through etcd. Each optimizer step accumulates gradients over ``--grad-accum-steps``
+micro-batches; rank 0 logs throughput and loss, writes TensorBoard events and checkpoints to the shared volume,
+and a restarted job resumes from the newest checkpoint. ``--device cpu --model tiny`` runs it anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler
+
+from training.bert import BertConfig, BertForPreTraining, pretraining_loss
+from training.data import ShardDataset
+
+try:  # present in the Neuron training image, absent on CPUs
+    import torch_xla.core.xla_model as xm
+    import torch_xla.distributed.xla_backend  # noqa: F401  registers the "xla" process-group backend
+except ImportError:
+    xm = None
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, required=True, help="directory of HDF5 shards")
+    parser.add_argument("--output-dir", type=Path, required=True, help="checkpoints and metrics of this job")
+    parser.add_argument("--tensorboard-dir", type=Path, help="TensorBoard event files (default: <output-dir>/tensorboard)")
+    parser.add_argument("--model", choices=("large", "tiny"), default="large")
+    parser.add_argument("--device", choices=("auto", "xla", "cpu"), default="auto")
+    parser.add_argument("--batch-size", type=int, default=16, help="sequences per worker per micro-batch")
+    parser.add_argument("--grad-accum-steps", type=int, default=32)
+    parser.add_argument("--max-steps", type=int, default=28125, help="optimizer steps of the whole run")
+    parser.add_argument("--steps-this-run", type=int, default=-1, help="stop after this many steps (-1: run to the end)")
+    parser.add_argument("--lr", type=float, default=4e-4)
+    parser.add_argument("--warmup-steps", type=int, default=2000)
+    parser.add_argument("--bf16", action="store_true", help="compute in bfloat16")
+    parser.add_argument("--log-every", type=int, default=1)
+    parser.add_argument("--checkpoint-every", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=1234)
+    return parser.parse_args(argv)
+
+
+def select_device(choice: str) -> torch.device:
+    if choice == "xla" or (choice == "auto" and xm is not None):
+        if xm is None:
+            raise SystemExit("--device xla needs torch-xla (the Neuron training image); use --device cpu elsewhere")
+        return xm.xla_device()
+    return torch.device("cpu")
+
+
+def learning_rate(step: int, warmup: int, total: int) -> float:
+    """Linear warm-up, then linear decay to zero: the factor applied to --lr."""
+    if step < warmup:
+        return (step + 1) / warmup
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+def latest_checkpoint(directory: Path) -> Path | None:
+    checkpoints = sorted(directory.glob("checkpoint-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
+    return checkpoints[-1] if checkpoints else None
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    device = select_device(args.device)
+    on_xla = device.type == "xla"
+    if distributed:
+        dist.init_process_group("xla" if on_xla else "gloo")
+    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+    torch.manual_seed(args.seed)
+
+    config = BertConfig.large() if args.model == "large" else BertConfig.tiny()
+    model = BertForPreTraining(config).to(device)
+    if distributed and not on_xla:
+        model = DistributedDataParallel(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: learning_rate(s, args.warmup_steps, args.max_steps))
+
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    step = 0
+    resume = latest_checkpoint(args.output_dir)
+    if resume is not None:
+        state = torch.load(resume, map_location="cpu")
+        (model.module if isinstance(model, DistributedDataParallel) else model).load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["schedule"])
+        step = state["step"]
+
+    dataset = ShardDataset(args.data_dir)
+    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=args.seed, drop_last=True)
+    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, drop_last=True)
+    writer = None
+    if rank == 0:
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(log_dir=str(args.tensorboard_dir or args.output_dir / "tensorboard"))
+    metrics_path = args.output_dir / "metrics.jsonl"
+    last_step = args.max_steps if args.steps_this_run < 0 else min(args.max_steps, step + args.steps_this_run)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if args.bf16 and not on_xla else nullcontext()
+    history = []
+
+    def batches():
+        epoch = 0
+        while True:
+            sampler.set_epoch(epoch)
+            yield from loader
+            epoch += 1
+
+    stream = batches()
+    while step < last_step:
+        started = time.perf_counter()
+        total = torch.zeros((), device=device)
+        for micro in range(args.grad_accum_steps):
+            batch = {k: v.to(device) for k, v in next(stream).items()}
+            accumulating = isinstance(model, DistributedDataParallel) and micro < args.grad_accum_steps - 1
+            with model.no_sync() if accumulating else nullcontext(), autocast:  # all-reduce once per optimizer step
+                mlm, nsp = model(batch["input_ids"], batch["segment_ids"], batch["input_mask"], batch["masked_lm_positions"])
+                loss = pretraining_loss(
+                    mlm, nsp, batch["masked_lm_ids"], batch["masked_lm_positions"], batch["next_sentence_labels"]
+                )
+            (loss / args.grad_accum_steps).backward()
+            total += loss.detach()
+        if on_xla:
+            xm.optimizer_step(optimizer)  # all-reduces gradients across workers, then steps
+        else:
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        schedule.step()
+        step += 1
+
+        if rank == 0 and (step % args.log_every == 0 or step == last_step):
+            mean_loss = (total / args.grad_accum_steps).item()
+            seconds = time.perf_counter() - started
+            throughput = args.batch_size * args.grad_accum_steps * world / seconds
+            record = {"step": step, "loss": mean_loss, "lr": schedule.get_last_lr()[0], "sequences_per_second": throughput}
+            history.append(record)
+            print(f"LOG step {step} loss {mean_loss:.4f} lr {record['lr']:.3e} throughput {throughput:.1f} seq/s", flush=True)
+            with metrics_path.open("a") as log:
+                log.write(json.dumps(record) + "\n")
+            writer.add_scalar("loss", mean_loss, step)
+            writer.add_scalar("learning_rate", record["lr"], step)
+            writer.add_scalar("throughput", throughput, step)
+            if not math.isfinite(mean_loss):
+                raise SystemExit(f"loss became {mean_loss} at step {step}; lower --lr or check the data")
+        if rank == 0 and (step % args.checkpoint_every == 0 or step == last_step):
+            state = {
+                "model": (model.module if isinstance(model, DistributedDataParallel) else model).state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "schedule": schedule.state_dict(),
+                "step": step,
+            }
+            (xm.save if on_xla else torch.save)(state, args.output_dir / f"checkpoint-{step}.pt")
+    if writer is not None:
+        writer.close()
+    if distributed:
+        dist.destroy_process_group()
+    return {"steps": step, "history": history}
+
+
+if __name__ == "__main__":
+    main()
