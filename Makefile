@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
-.PHONY: preview plan-json test lint bench constraints clean
+.PHONY: preview plan-json test lint bench image constraints clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -42,3 +42,13 @@ clean:
 ## bench: engine speed figures (check --all, and large generated stacks)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_preflight.py
+
+## image: build and push the training image to the stack's ECR repository (needs Docker and AWS credentials)
+image:
+	$(eval REPO := $(shell pulumi stack output ecrRepositoryUrl --stack $(STACK)))
+	$(eval TAG := $(shell $(PYTHON) -c "import jobs; print(jobs.TRAINING_IMAGE_TAG)"))
+	aws ecr get-login-password --region $(shell pulumi stack output region --stack $(STACK)) | docker login --username AWS --password-stdin $(firstword $(subst /, ,$(REPO)))
+	docker build -f training/Dockerfile --target train -t $(REPO):$(TAG) .
+	docker build -f training/Dockerfile --target data-shell -t $(REPO):data-shell-$(subst bert-pretrain-,,$(TAG)) .
+	docker push $(REPO):$(TAG)
+	docker push $(REPO):data-shell-$(subst bert-pretrain-,,$(TAG))

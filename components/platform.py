@@ -21,7 +21,6 @@ from trainium_eks.config import PlatformConfig
 from trainium_eks.contract import CONTRACT_VERSION
 
 
-
 class TrainiumPlatform(pulumi.ComponentResource):
     """The whole Trainium training platform of one stack."""
 

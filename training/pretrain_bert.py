@@ -25,10 +25,11 @@ from training.bert import BertConfig, BertForPreTraining, pretraining_loss
 from training.data import ShardDataset
 
 try:  # present in the Neuron training image, absent on CPUs
+    import torch_xla
     import torch_xla.core.xla_model as xm
     import torch_xla.distributed.xla_backend  # noqa: F401  registers the "xla" process-group backend
 except ImportError:
-    xm = None
+    torch_xla = xm = None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,7 +56,7 @@ def select_device(choice: str) -> torch.device:
     if choice == "xla" or (choice == "auto" and xm is not None):
         if xm is None:
             raise SystemExit("--device xla needs torch-xla (the Neuron training image); use --device cpu elsewhere")
-        return xm.xla_device()
+        return torch_xla.device()  # torch-xla 2.8+ (xm.xla_device() is deprecated)
     return torch.device("cpu")
 
 
@@ -134,6 +135,7 @@ def main(argv: list[str] | None = None) -> dict:
             total += loss.detach()
         if on_xla:
             xm.optimizer_step(optimizer)  # all-reduces gradients across workers, then steps
+            torch_xla.sync()  # cut and run the step's graph (the loader here is not an MpDeviceLoader)
         else:
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,182 @@
+"""The launcher and acceptance jobs, built from a stack's outputs alone (the staging and dev plans)."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import subprocess
+import sys
+
+import kubernetes_validate
+import pytest
+
+from conftest import evaluate, run_preflight
+from jobs import acceptance
+from preflight.stackfile import REPO_ROOT
+from trainium_eks import catalog, layout
+from trainium_eks.contract import ContractError, PlatformContract
+
+
+@functools.cache
+def _outputs(stack: str) -> str:
+    return json.dumps(evaluate(stack).outputs)
+
+
+def outputs_file(tmp_path, stack: str = "staging", edit=None):
+    outputs = json.loads(_outputs(stack))
+    if edit:
+        edit(outputs)
+    path = tmp_path / f"{stack}-outputs.json"
+    path.write_text(json.dumps(outputs))
+    return path, outputs
+
+
+def launch_json(*args):
+    result = run_module("jobs.launch", *args)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def run_module(module, *args):
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+
+
+def pod_templates(job):
+    return [task["template"] for task in job["spec"]["tasks"]]
+
+
+def assert_valid_pod(template):
+    pod = {"apiVersion": "v1", "kind": "Pod", **copy.deepcopy(template)}
+    kubernetes_validate.validate(pod, "1.35", strict=True)
+
+
+@pytest.mark.parametrize("precompile", [False, True], ids=["train", "precompile"])
+def test_dryrun_prints_the_volcano_job_the_stack_describes(tmp_path, precompile):
+    path, outputs = outputs_file(tmp_path)
+    job = launch_json("--outputs", str(path), "--dryrun", "--json", *(["--precompile"] if precompile else []))
+    (group,) = outputs["trainiumNodeGroups"]
+    spec = catalog.INSTANCE_TYPES[group["instanceType"]]
+
+    assert (job["apiVersion"], job["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
+    assert job["spec"]["queue"] == outputs["volcanoQueues"][0]["name"]
+    assert job["metadata"]["namespace"] == outputs["jobNamespace"]
+    assert len(job["spec"]["tasks"]) == 2
+    for template in pod_templates(job):
+        pod = template["spec"]
+        (container,) = pod["containers"]
+        command = container["command"]
+        assert (command[0] == "neuron_parallel_compile") is precompile
+        assert f"--rdzv_endpoint={outputs['etcdEndpoint']}" in command and "--rdzv_backend=etcd" in command
+        assert "--nproc_per_node=32" in command and "--nnodes=2" in command
+        assert ("--steps-this-run" in command) is precompile
+        limits = container["resources"]["limits"]
+        assert limits[layout.NEURON_DEVICE_RESOURCE] == str(spec.neuron_devices)
+        assert limits[layout.EFA_RESOURCE] == str(spec.max_efa_interfaces)
+        claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v]
+        assert claims == [outputs["fsxClaimName"]]
+        assert any(m["mountPath"] == outputs["fsxMountPath"] for m in container["volumeMounts"])
+        taint = outputs["nodeTaints"][0]
+        assert {"key": taint["key"], "operator": "Equal", "value": taint["value"], "effect": taint["effect"]} in pod[
+            "tolerations"
+        ]
+        assert pod["nodeSelector"]["trainium-eks/node-group"] == group["name"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1" and env["FI_EFA_FORK_SAFE"] == "1"
+        assert env["XLA_DOWNCAST_BF16"] == "1" and env["NEURON_RT_RESET_CORES"] == "1" and env["CCOM_SOCKET_IFNAME"] == "eth0"
+        assert env["NEURON_CC_FLAGS"].startswith(f"--cache_dir={outputs['neuronCompileCachePath']}/")
+        assert container["image"].startswith(outputs["ecrRepositoryUrl"] + ":")
+        assert_valid_pod(template)
+
+
+def test_precompile_and_training_share_a_compile_cache(tmp_path):
+    path, _ = outputs_file(tmp_path)
+
+    def cache(*args):
+        job = launch_json("--outputs", str(path), "--dryrun", "--json", *args)
+        env = {e["name"]: e.get("value") for e in pod_templates(job)[0]["spec"]["containers"][0]["env"]}
+        return env["NEURON_CC_FLAGS"]
+
+    assert cache("--precompile", "--name", "bert-compile") == cache("--name", "bert")
+
+
+def test_a_single_trn1_2xlarge_runs_without_efa(tmp_path):
+    path, outputs = outputs_file(tmp_path, "dev")
+    job = launch_json("--outputs", str(path), "--dryrun", "--json", "--nodes", "1")
+    (template,) = pod_templates(job)
+    container = template["spec"]["containers"][0]
+    assert layout.EFA_RESOURCE not in container["resources"]["limits"]
+    assert "FI_PROVIDER" not in {e["name"] for e in container["env"]}
+    assert "--nproc_per_node=2" in container["command"]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--nodes", "3"], "--nodes 3: node group trn1-32xl runs 2 nodes"),
+        (["--workers-per-node", "33"], "has 32 NeuronCores"),
+        (["--node-group", "gpu"], "--node-group gpu: no such node group"),
+        (["--queue", "other"], "--queue other: no such Volcano queue"),
+    ],
+)
+def test_bad_requests_exit_2_with_one_line(tmp_path, args, words):
+    path, _ = outputs_file(tmp_path)
+    result = run_module("jobs.launch", "--outputs", str(path), "--dryrun", *args)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and words in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda o: o.pop("etcdEndpoint"), "etcdEndpoint: missing"),
+        (lambda o: o.update(contractVersion="2.0.0"), "publishes 2.0.0"),
+        (lambda o: o.pop("contractVersion"), "not the outputs of a trainium-eks stack"),
+    ],
+)
+def test_outputs_that_break_the_contract_are_rejected(tmp_path, edit, words):
+    path, _ = outputs_file(tmp_path, edit=edit)
+    result = run_module("jobs.launch", "--outputs", str(path), "--dryrun")
+    assert result.returncode == 2 and words in result.stderr
+
+
+def test_a_whole_plan_is_accepted_as_outputs(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(run_preflight("plan", "staging", "--json").stdout)
+    assert launch_json("--outputs", str(plan), "--dryrun", "--json")["kind"] == "Job"
+
+
+def test_submitting_needs_the_kubeconfig(tmp_path):
+    path, _ = outputs_file(tmp_path)
+    result = run_module("jobs.launch", "--outputs", str(path))
+    assert result.returncode == 2 and "no kubeconfig" in result.stderr
+
+
+def test_acceptance_jobs_are_valid_and_target_the_platform(tmp_path):
+    contract = PlatformContract.from_outputs(json.loads(_outputs("staging")))
+    jobs = {name: build(contract) for name, build in acceptance.CHECKS.items()}
+    for name, job in jobs.items():
+        if job["apiVersion"] == "batch/v1":
+            kubernetes_validate.validate(copy.deepcopy(job), "1.35", strict=True)
+        else:
+            for template in pod_templates(job):
+                assert_valid_pod(template)
+        assert job["metadata"]["namespace"] == contract.job_namespace, name
+    devices = jobs["neuron-devices"]
+    assert devices["spec"]["completions"] == contract.node_groups[0].desired_size
+    assert "podAntiAffinity" in devices["spec"]["template"]["spec"]["affinity"]
+    efa_command = pod_templates(jobs["efa-allreduce"])[0]["spec"]["containers"][0]["command"]
+    assert "training.allreduce_check" in efa_command
+    assert (
+        jobs["fsx-shared"]["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"]
+        == contract.fsx_claim_name
+    )
+    etcd_command = jobs["etcd-rendezvous"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert contract.etcd_endpoint.split(":")[0] in etcd_command[-1]
+
+
+def test_contract_version_rules():
+    outputs = json.loads(_outputs("staging"))
+    assert PlatformContract.from_outputs(outputs, requires="1.0.0").version == outputs["contractVersion"]
+    with pytest.raises(ContractError, match="needs 1.9.0"):
+        PlatformContract.from_outputs(outputs, requires="1.9.0")

@@ -1,0 +1,124 @@
+"""The training script runs end to end on a CPU with a tiny BERT and a generated shard."""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+
+import pytest
+
+from training import allreduce_check, pretrain_bert
+from training.bert import BertConfig
+from training.data import FIELDS, ShardDataset, write_synthetic_shard
+
+TINY = BertConfig.tiny()
+
+
+@pytest.fixture
+def shards(tmp_path):
+    directory = tmp_path / "data"
+    directory.mkdir()
+    write_synthetic_shard(directory / "shard-0.hdf5", samples=16, seq_len=32, vocab_size=TINY.vocab_size, max_predictions=5)
+    write_synthetic_shard(
+        directory / "shard-1.hdf5", samples=8, seq_len=32, vocab_size=TINY.vocab_size, max_predictions=5, seed=1
+    )
+    return directory
+
+
+def train(shards, output, *extra):
+    return pretrain_bert.main(
+        [
+            "--data-dir",
+            str(shards),
+            "--output-dir",
+            str(output),
+            "--model",
+            "tiny",
+            "--device",
+            "cpu",
+            "--batch-size",
+            "8",
+            "--grad-accum-steps",
+            "2",
+            "--warmup-steps",
+            "2",
+            "--lr",
+            "2e-3",
+            "--checkpoint-every",
+            "10",
+            *extra,
+        ]
+    )
+
+
+def test_dataset_reads_every_sample_of_every_shard(shards):
+    dataset = ShardDataset(shards)
+    assert len(dataset) == 24
+    sample = dataset[20]
+    assert set(sample) == set(FIELDS)
+    assert sample["input_ids"].shape == (32,) and sample["masked_lm_positions"].shape == (5,)
+
+
+def test_a_few_steps_learn_and_leave_checkpoints_metrics_and_tensorboard(shards, tmp_path):
+    output = tmp_path / "run"
+    result = train(shards, output, "--max-steps", "25")
+    losses = [r["loss"] for r in result["history"]]
+    assert result["steps"] == 25 and len(losses) == 25
+    assert all(math.isfinite(loss) for loss in losses)
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5  # it learns the shard
+    assert all(r["sequences_per_second"] > 0 for r in result["history"])
+    assert sorted(p.name for p in output.glob("checkpoint-*.pt")) == ["checkpoint-10.pt", "checkpoint-20.pt", "checkpoint-25.pt"]
+    assert len((output / "metrics.jsonl").read_text().splitlines()) == 25
+    assert list((output / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_a_restarted_job_resumes_from_its_newest_checkpoint(shards, tmp_path):
+    output = tmp_path / "run"
+    train(shards, output, "--max-steps", "30", "--steps-this-run", "10")
+    resumed = train(shards, output, "--max-steps", "30", "--steps-this-run", "5")
+    assert resumed["steps"] == 15
+    assert [r["step"] for r in resumed["history"]] == [11, 12, 13, 14, 15]
+
+
+def test_bf16_runs_on_cpu(shards, tmp_path):
+    result = train(shards, tmp_path / "bf16", "--max-steps", "3", "--bf16")
+    assert all(math.isfinite(r["loss"]) for r in result["history"])
+
+
+def test_learning_rate_warms_up_then_decays():
+    factors = [pretrain_bert.learning_rate(step, warmup=10, total=100) for step in range(100)]
+    assert factors[9] == 1.0 and factors[0] == pytest.approx(0.1)
+    assert factors[10] > factors[50] > factors[99] >= 0
+
+
+def test_allreduce_check_sums_ranks(monkeypatch):
+    with socket.socket() as probe:  # a free loopback port for the single-process group
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("ALLREDUCE_DEVICE", "cpu")
+    assert allreduce_check.main() == 1.0
+
+
+def test_metrics_lines_are_json(shards, tmp_path):
+    train(shards, tmp_path / "m", "--max-steps", "2")
+    records = [json.loads(line) for line in (tmp_path / "m" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2]
+
+
+def test_training_image_is_pinned():
+    from preflight.stackfile import REPO_ROOT
+
+    dockerfile = (REPO_ROOT / "training" / "Dockerfile").read_text()
+    bases = [line.split("=", 1)[1] for line in dockerfile.splitlines() if line.startswith("ARG NEURON_TRAINING_IMAGE=")]
+    assert bases and all(":" in b and not b.endswith(":latest") for b in bases)
+    froms = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("FROM ")]
+    assert all(f in ("${NEURON_TRAINING_IMAGE}", "base") for f in froms)
+    requirements = [line.split("#")[0].strip() for line in (REPO_ROOT / "training" / "requirements.txt").read_text().splitlines()]
+    pins = [r for r in requirements if r]
+    assert pins and all("==" in r for r in pins)
+    assert any(r.startswith("python-etcd==") for r in pins)
