@@ -20,9 +20,9 @@ from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for
 
 from jobs import TRAINING_IMAGE_TAG
 from jobs.components import trainium_ddp
-from jobs.launch import LaunchError, add_platform_scheduling, choose_node_group, read_outputs, submit
+from jobs.launch import LaunchError, add_platform_scheduling, choose_node_group, read_outputs, report_bad_input, submit
 from trainium_eks import layout
-from trainium_eks.contract import ContractError, PlatformContract
+from trainium_eks.contract import PlatformContract
 
 LABEL = "trainium-eks/acceptance"
 
@@ -152,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dryrun", action="store_true", help="print the jobs instead of submitting them")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    try:
+
+    def run() -> None:
         contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
         names = list(CHECKS) if args.check == "all" else [args.check]
         jobs = [CHECKS[name](contract) for name in names]
@@ -161,10 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             for job in jobs:
                 print(f"submitted {job['kind']} {contract.job_namespace}/{submit(job, contract)}")
-    except (LaunchError, ContractError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    return 0
+
+    return report_bad_input(run)
 
 
 if __name__ == "__main__":

@@ -179,9 +179,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def report_bad_input(body) -> int:
+    """Run a command body; bad input becomes one line on stderr and exit status 2."""
+    try:
+        body()
+    except (LaunchError, ContractError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    try:
+
+    def run() -> None:
         contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
         name = args.name or ("bertcompile" if args.precompile else "berttrain")
         request = JobRequest(
@@ -205,10 +216,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.json
                 else f"submitted Volcano Job {contract.job_namespace}/{submitted}"
             )
-    except (LaunchError, ContractError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    return 0
+
+    return report_bad_input(run)
 
 
 if __name__ == "__main__":

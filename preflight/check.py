@@ -192,25 +192,22 @@ def check_plan(plan: dict, policy_config: dict, source: str) -> CheckResult:
     analyzed = []
     for resource in plan["resources"]:
         options = analyzer_pb2.AnalyzerResourceOptions(protect=bool(resource.get("protect")), parent=resource.get("parent") or "")
-        inputs = resource["inputs"]
-        for run in runs:  # remediations run first and feed what is analysed, as in the engine
-            request = analyzer_pb2.AnalyzeRequest(
+        provider = _provider(resource, by_urn)
+
+        def request_for(inputs: dict, resource=resource, options=options, provider=provider) -> analyzer_pb2.AnalyzeRequest:
+            return analyzer_pb2.AnalyzeRequest(
                 type=resource["type"],
                 properties=_struct(inputs),
                 urn=resource["urn"],
                 name=resource["name"],
                 options=options,
-                provider=_provider(resource, by_urn),
+                provider=provider,
             )
-            inputs = run.remediate(request, result) or inputs
-        request = analyzer_pb2.AnalyzeRequest(
-            type=resource["type"],
-            properties=_struct(inputs),
-            urn=resource["urn"],
-            name=resource["name"],
-            options=options,
-            provider=_provider(resource, by_urn),
-        )
+
+        inputs = resource["inputs"]
+        for run in runs:  # remediations run first and feed what is analysed, as in the engine
+            inputs = run.remediate(request_for(inputs), result) or inputs
+        request = request_for(inputs)
         for run in runs:
             run.analyze(request, result)
         analyzed.append(
