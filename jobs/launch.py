@@ -63,7 +63,8 @@ def read_outputs(stack: str | None, outputs_file: Path | None) -> dict:
     except FileNotFoundError:
         raise LaunchError("--stack needs the Pulumi CLI on PATH; or pass --outputs FILE") from None
     if result.returncode != 0:
-        raise LaunchError(f"--stack {stack}: `pulumi stack output` failed: {result.stderr.strip().splitlines()[-1:]}")
+        last_line = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise LaunchError(f"--stack {stack}: `pulumi stack output` failed: {last_line}")
     return json.loads(result.stdout)
 
 

@@ -38,8 +38,10 @@ def launch_json(*args):
     return json.loads(result.stdout)
 
 
-def run_module(module, *args):
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+def run_module(module, *args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def pod_templates(job):
@@ -180,3 +182,8 @@ def test_contract_version_rules():
     assert PlatformContract.from_outputs(outputs, requires="1.0.0").version == outputs["contractVersion"]
     with pytest.raises(ContractError, match="needs 1.9.0"):
         PlatformContract.from_outputs(outputs, requires="1.9.0")
+
+
+def test_stack_option_needs_the_pulumi_cli(tmp_path):
+    result = run_module("jobs.launch", "--stack", "staging", "--dryrun", env={"PATH": str(tmp_path)})
+    assert result.returncode == 2 and "needs the Pulumi CLI" in result.stderr
