@@ -13,7 +13,7 @@ from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.network import Network, NetworkArgs
 from components.observability import Observability, ObservabilityArgs
 from components.registry import Registry, RegistryArgs
-from components.scheduling import Scheduling, SchedulingArgs, provisioned_capacity, queue_capability
+from components.scheduling import Scheduling, SchedulingArgs
 from components.storage import Storage, StorageArgs
 from components.trainium_node_group import TrainiumNodeGroup, TrainiumNodeGroupArgs
 from trainium_eks import layout
@@ -117,7 +117,6 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 observability.service_name, ".", scheduling.job_namespace, ".svc.cluster.local:", str(layout.TENSORBOARD_PORT)
             )
 
-        capacity = provisioned_capacity(config.trainium_node_groups)
         self.contract = {
             "contractVersion": CONTRACT_VERSION,
             "environment": config.environment,
@@ -136,10 +135,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
             "nodeTaints": [
                 {"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": layout.NEURON_TAINT_EFFECT_K8S}
             ],
-            "volcanoQueues": [
-                {"name": q.name, "weight": q.weight, "capability": queue_capability(q, capacity)}
-                for q in config.scheduling.queues
-            ],
+            "volcanoQueues": scheduling.queues,
             "etcdEndpoint": scheduling.etcd_endpoint,
             "jobNamespace": scheduling.job_namespace,
             "fsxClaimName": storage.claim_name,

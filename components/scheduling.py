@@ -62,7 +62,7 @@ class Scheduling(pulumi.ComponentResource):
     """Volcano, its queues, and the rendezvous etcd in the job namespace."""
 
     job_namespace: pulumi.Output[str]
-    queue_names: list[str]
+    queues: list[dict]  # name, weight and capability of each queue, as the output contract publishes them
     etcd_endpoint: str
 
     def __init__(self, name: str, args: SchedulingArgs, opts: pulumi.ResourceOptions | None = None):
@@ -89,19 +89,21 @@ class Scheduling(pulumi.ComponentResource):
             depends_on=[args.system_nodes],
         )
         capacity = provisioned_capacity(args.node_groups)
+        self.queues = []
         for queue in cfg.queues:
+            capability = queue_capability(queue, capacity)
+            self.queues.append({"name": queue.name, "weight": queue.weight, "capability": capability})
             k8s.apiextensions.CustomResource(
                 f"{name}-queue-{queue.name}",
                 api_version="scheduling.volcano.sh/v1beta1",
                 kind="Queue",
                 metadata={"name": queue.name, "labels": {"app.kubernetes.io/part-of": "trainium-eks"}},
-                spec={"weight": queue.weight, "reclaimable": False, "capability": queue_capability(queue, capacity)},
+                spec={"weight": queue.weight, "reclaimable": False, "capability": capability},
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[volcano]),
             )
 
         self._etcd(name, cfg, namespace, args.block_storage_class, k8s_opts)
         self.job_namespace = namespace.metadata.name
-        self.queue_names = [q.name for q in cfg.queues]
         self.etcd_endpoint = etcd_endpoint(cfg.job_namespace)
         self.register_outputs({"jobNamespace": self.job_namespace, "etcdEndpoint": self.etcd_endpoint})
 

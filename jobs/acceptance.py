@@ -16,11 +16,9 @@ import sys
 from pathlib import Path
 
 import yaml
-from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
 from jobs import TRAINING_IMAGE_TAG
-from jobs.components import trainium_ddp
-from jobs.launch import LaunchError, add_platform_scheduling, choose_node_group, read_outputs, report_bad_input, submit
+from jobs.launch import LaunchError, choose_node_group, read_outputs, report_bad_input, submit, whole_node_job
 from trainium_eks import layout
 from trainium_eks.contract import PlatformContract
 
@@ -83,25 +81,18 @@ def efa_allreduce(contract: PlatformContract) -> dict:
             f"efa-allreduce: node group {group.name} needs two or more EFA nodes "
             f"(it has {group.desired_size} x {group.instance_type})"
         )
-    app = trainium_ddp(
-        image=_image(contract),
-        module="training.allreduce_check",
+    return whole_node_job(
+        contract,
+        group,
         name="acceptance-efa",
+        queue=contract.queues[0],
+        image_tag=TRAINING_IMAGE_TAG,
         nnodes=2,
         nproc_per_node=group.neuron_cores_per_node,
-        instance_type=group.instance_type,
-        neuron_devices=group.neuron_devices_per_node,
-        efa_interfaces=group.efa_interfaces_per_node,
-        cpu=max(1, group.vcpus_per_node - 4),
-        mem_mb=int(group.memory_gib_per_node * 1024 * 0.9),
-        etcd_endpoint=contract.etcd_endpoint,
-        claim_name=contract.fsx_claim_name,
-        mount_path=contract.fsx_mount_path,
-        compile_cache=f"{contract.neuron_compile_cache_path}/acceptance",
+        cache_set="acceptance",
+        module="training.allreduce_check",
         bf16=False,
     )
-    job = sanitize_for_serialization(app_to_resource(app, queue=contract.queues[0], service_account=None))
-    return add_platform_scheduling(job, contract, group)
 
 
 def fsx_shared(contract: PlatformContract) -> dict:

@@ -114,12 +114,43 @@ def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
     )
     if request.precompile and "--steps-this-run" not in training_args:
         training_args = (*training_args, "--steps-this-run", "10")  # a few steps trace every graph
-    app = trainium_ddp(
+    return whole_node_job(
+        contract,
+        group,
         *training_args,
-        image=f"{contract.ecr_repository_url}:{request.image_tag}",
         name=request.name,
+        queue=queue,
+        image_tag=request.image_tag,
         nnodes=nodes,
         nproc_per_node=workers,
+        cache_set=request.name.removesuffix("-compile"),
+        bf16=request.bf16,
+        precompile=request.precompile,
+    )
+
+
+def whole_node_job(
+    contract: PlatformContract,
+    group: NodeGroup,
+    *script_args: str,
+    name: str,
+    queue: str,
+    image_tag: str,
+    nnodes: int,
+    nproc_per_node: int,
+    cache_set: str,
+    module: str = "training.pretrain_bert",
+    bf16: bool = True,
+    precompile: bool = False,
+) -> dict:
+    """The Volcano Job of a trainium_ddp run on whole nodes of ``group``, wired to the platform's services."""
+    app = trainium_ddp(
+        *script_args,
+        image=f"{contract.ecr_repository_url}:{image_tag}",
+        module=module,
+        name=name,
+        nnodes=nnodes,
+        nproc_per_node=nproc_per_node,
         instance_type=group.instance_type,
         neuron_devices=group.neuron_devices_per_node,
         efa_interfaces=group.efa_interfaces_per_node,
@@ -128,9 +159,9 @@ def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
         etcd_endpoint=contract.etcd_endpoint,
         claim_name=contract.fsx_claim_name,
         mount_path=contract.fsx_mount_path,
-        compile_cache=f"{contract.neuron_compile_cache_path}/{request.name.removesuffix('-compile')}",
-        bf16=request.bf16,
-        precompile=request.precompile,
+        compile_cache=f"{contract.neuron_compile_cache_path}/{cache_set}",
+        bf16=bf16,
+        precompile=precompile,
     )
     job = sanitize_for_serialization(app_to_resource(app, queue=queue, service_account=None))
     return add_platform_scheduling(job, contract, group)
