@@ -39,9 +39,10 @@ constraints:
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
 
-## bench: engine speed figures (check --all, and large generated stacks)
+## bench: engine speed figures (check --all, large generated stacks) and job recovery timings
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_preflight.py
+	$(BIN)/python -m benchmarks.bench_recovery
 
 ## image: build and push the training image to the stack's ECR repository (needs Docker and AWS credentials)
 image:

@@ -13,12 +13,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kube import (
-    restricted_container_security_context,
-    restricted_pod_security_context,
-    system_node_selector,
-)
+from components.kube import system_node_selector
 from trainium_eks import layout, versions
+from trainium_eks.pod_security import restricted_container_security_context, restricted_pod_security_context
 
 TENSORBOARD_NAME = "tensorboard"
 TENSORBOARD_UID = 1000

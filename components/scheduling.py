@@ -1,4 +1,4 @@
-"""Scheduling: the job namespace, the Volcano batch scheduler with its queues, and etcd for TorchElastic rendezvous.
+"""Scheduling: the job namespace, the Volcano batch scheduler with its queues, and the rendezvous etcd cluster.
 
 A queue's capability is derived from the Neuron capacity the node groups provision (their maximum size times the
 devices, cores and EFA interfaces per node), so a queue can never promise more accelerators than the node groups
@@ -16,19 +16,12 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kube import (
-    helm_release,
-    restricted_container_security_context,
-    restricted_pod_security_context,
-    system_node_selector,
-)
+from components.kube import helm_release, system_node_selector
+from components.rendezvous import Rendezvous, RendezvousArgs
 from trainium_eks import layout, versions
 from trainium_eks.config import QueueConfig, SchedulingConfig, TrainiumNodeGroupConfig
 
 VOLCANO_NAMESPACE = "volcano-system"
-ETCD_NAME = "etcd"
-ETCD_PEER_PORT = 2380
-ETCD_UID = 1000  # the image is distroless; run as an unprivileged user that owns the data volume
 
 
 @dataclass(frozen=True)
@@ -52,10 +45,6 @@ def provisioned_capacity(node_groups: Sequence[TrainiumNodeGroupConfig]) -> dict
 def queue_capability(queue: QueueConfig, capacity: dict[str, int]) -> dict[str, int]:
     """The queue's share of the provisioned capacity, rounded down; resources the platform lacks are omitted."""
     return {resource: math.floor(amount * queue.neuron_share) for resource, amount in capacity.items() if amount}
-
-
-def etcd_endpoint(namespace: str) -> str:
-    return f"{ETCD_NAME}.{namespace}.svc.cluster.local:{layout.ETCD_CLIENT_PORT}"
 
 
 class Scheduling(pulumi.ComponentResource):
@@ -102,90 +91,17 @@ class Scheduling(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[volcano]),
             )
 
-        self._etcd(name, cfg, namespace, args.block_storage_class, k8s_opts)
+        rendezvous = Rendezvous(
+            f"{name}-rendezvous",
+            RendezvousArgs(
+                namespace=namespace.metadata.name,
+                namespace_name=cfg.job_namespace,
+                members=cfg.etcd_members,
+                storage_gib=cfg.etcd_storage_gib,
+                block_storage_class=args.block_storage_class,
+            ),
+            opts=k8s_opts,
+        )
         self.job_namespace = namespace.metadata.name
-        self.etcd_endpoint = etcd_endpoint(cfg.job_namespace)
+        self.etcd_endpoint = rendezvous.endpoint
         self.register_outputs({"jobNamespace": self.job_namespace, "etcdEndpoint": self.etcd_endpoint})
-
-    def _etcd(self, name: str, cfg: SchedulingConfig, namespace: k8s.core.v1.Namespace, storage_class, k8s_opts) -> None:
-        labels = {"app.kubernetes.io/name": ETCD_NAME, "app.kubernetes.io/part-of": "trainium-eks"}
-        client_url = f"http://{etcd_endpoint(cfg.job_namespace)}"
-        peer_url = f"http://127.0.0.1:{ETCD_PEER_PORT}"  # a single member: peers only on loopback
-        probe_port = layout.ETCD_CLIENT_PORT
-        service = k8s.core.v1.Service(
-            f"{name}-etcd",
-            metadata={"name": ETCD_NAME, "namespace": namespace.metadata.name, "labels": labels},
-            spec={
-                "type": "ClusterIP",
-                "selector": labels,
-                "ports": [{"name": "client", "port": layout.ETCD_CLIENT_PORT, "targetPort": "client", "protocol": "TCP"}],
-            },
-            opts=k8s_opts,
-        )
-        k8s.apps.v1.StatefulSet(
-            f"{name}-etcd",
-            metadata={"name": ETCD_NAME, "namespace": namespace.metadata.name, "labels": labels},
-            spec={
-                "serviceName": service.metadata.name,
-                "replicas": 1,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "nodeSelector": system_node_selector(),
-                        "securityContext": restricted_pod_security_context(ETCD_UID, owns_volumes=True),
-                        "containers": [
-                            {
-                                "name": ETCD_NAME,
-                                "image": versions.ETCD_IMAGE,
-                                "command": ["/usr/local/bin/etcd"],
-                                "args": [
-                                    "--name=etcd-0",
-                                    "--data-dir=/var/lib/etcd/data",
-                                    "--enable-v2=true",  # torch's etcd rendezvous uses the v2 API
-                                    f"--listen-client-urls=http://0.0.0.0:{layout.ETCD_CLIENT_PORT}",
-                                    f"--advertise-client-urls={client_url}",
-                                    f"--listen-peer-urls={peer_url}",
-                                    f"--initial-advertise-peer-urls={peer_url}",
-                                    f"--initial-cluster=etcd-0={peer_url}",
-                                    "--initial-cluster-state=new",
-                                    "--auto-compaction-mode=periodic",
-                                    "--auto-compaction-retention=1h",  # rendezvous keys churn; keep the DB small
-                                    "--quota-backend-bytes=2147483648",
-                                ],
-                                "ports": [{"name": "client", "containerPort": layout.ETCD_CLIENT_PORT, "protocol": "TCP"}],
-                                "readinessProbe": {
-                                    "httpGet": {"path": "/health", "port": probe_port},
-                                    "periodSeconds": 10,
-                                    "timeoutSeconds": 5,
-                                },
-                                "livenessProbe": {
-                                    "httpGet": {"path": "/health", "port": probe_port},
-                                    "initialDelaySeconds": 15,
-                                    "periodSeconds": 20,
-                                    "timeoutSeconds": 5,
-                                    "failureThreshold": 5,
-                                },
-                                "resources": {
-                                    "requests": {"cpu": "250m", "memory": "512Mi"},
-                                    "limits": {"cpu": "1", "memory": "1Gi"},
-                                },
-                                "securityContext": restricted_container_security_context(),
-                                "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
-                            }
-                        ],
-                    },
-                },
-                "volumeClaimTemplates": [
-                    {
-                        "metadata": {"name": "data"},
-                        "spec": {
-                            "accessModes": ["ReadWriteOnce"],
-                            "storageClassName": storage_class,
-                            "resources": {"requests": {"storage": f"{cfg.etcd_storage_gib}Gi"}},
-                        },
-                    }
-                ],
-            },
-            opts=k8s_opts,
-        )

@@ -18,18 +18,54 @@ from pathlib import Path
 import yaml
 
 from jobs import TRAINING_IMAGE_TAG
-from jobs.launch import LaunchError, choose_node_group, read_outputs, report_bad_input, submit, whole_node_job
+from jobs.launch import (
+    LaunchError,
+    choose_node_group,
+    read_outputs,
+    report_bad_input,
+    request_devices,
+    submit,
+    whole_node_job,
+)
 from trainium_eks import layout
 from trainium_eks.contract import PlatformContract
+from trainium_eks.pod_security import restricted_container_security_context, restricted_pod_security_context
 
 LABEL = "trainium-eks/acceptance"
+# Checks run as an unprivileged user. The Neuron driver's udev rule makes /dev/neuron* usable without root
+# (aws-neuron-driver README: KERNEL=="neuron*", MODE="0666"); a node that restricts the devices to a group, as
+# Neuron's security guidance suggests, needs that group in the pods' supplementalGroups. Checks that write to
+# the shared volume run as root, its owner (the training image writes it as root), with every other control.
+CHECK_UID = 1000
+SHARED_VOLUME_OWNER = 0
+SCRATCH = {"name": "scratch", "mountPath": "/tmp"}  # the only writable path under a read-only root filesystem
+# cpu and memory of each check's container: enough for a shell, neuron-ls or a Python client.
+CHECK_RESOURCES = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}
 
 
 def _image(contract: PlatformContract) -> str:
     return f"{contract.ecr_repository_url}:{TRAINING_IMAGE_TAG}"
 
 
-def _batch_job(contract: PlatformContract, name: str, pods: int, pod_spec: dict, spread: bool) -> dict:
+def hardened(pod_spec: dict, uid: int = CHECK_UID) -> dict:
+    """The pod under the "restricted" Pod Security Standard (as root only when ``uid`` is 0), with a scratch
+    /tmp and cpu, memory and device requests on every container."""
+    pod_spec["securityContext"] = restricted_pod_security_context(uid)
+    if uid == 0:
+        pod_spec["securityContext"]["runAsNonRoot"] = False
+    pod_spec["volumes"] = [*pod_spec.get("volumes", []), {"name": SCRATCH["name"], "emptyDir": {}}]
+    for container in pod_spec["containers"]:
+        container["securityContext"] = restricted_container_security_context()
+        container["volumeMounts"] = [*container.get("volumeMounts", []), SCRATCH]
+        container["env"] = [*container.get("env", []), {"name": "HOME", "value": SCRATCH["mountPath"]}]
+        resources = container.setdefault("resources", {})
+        for kind in ("requests", "limits"):
+            resources[kind] = {**CHECK_RESOURCES[kind], **resources.get(kind, {})}
+        request_devices(resources)
+    return pod_spec
+
+
+def _batch_job(contract: PlatformContract, name: str, pods: int, pod_spec: dict, spread: bool, uid: int = CHECK_UID) -> dict:
     labels = {LABEL: name}
     if spread:  # one pod per node
         pod_spec["affinity"] = {
@@ -49,7 +85,7 @@ def _batch_job(contract: PlatformContract, name: str, pods: int, pod_spec: dict,
             "completionMode": "Indexed",
             "backoffLimit": 0,
             "ttlSecondsAfterFinished": 3600,
-            "template": {"metadata": {"labels": labels}, "spec": {"restartPolicy": "Never", **pod_spec}},
+            "template": {"metadata": {"labels": labels}, "spec": {"restartPolicy": "Never", **hardened(pod_spec, uid)}},
         },
     }
 
@@ -81,7 +117,7 @@ def efa_allreduce(contract: PlatformContract) -> dict:
             f"efa-allreduce: node group {group.name} needs two or more EFA nodes "
             f"(it has {group.desired_size} x {group.instance_type})"
         )
-    return whole_node_job(
+    job = whole_node_job(
         contract,
         group,
         name="acceptance-efa",
@@ -93,6 +129,9 @@ def efa_allreduce(contract: PlatformContract) -> dict:
         module="training.allreduce_check",
         bf16=False,
     )
+    for task in job["spec"]["tasks"]:  # writes its compiled graph to the cache on the shared volume
+        hardened(task["template"]["spec"], SHARED_VOLUME_OWNER)
+    return job
 
 
 def fsx_shared(contract: PlatformContract) -> dict:
@@ -111,7 +150,8 @@ def fsx_shared(contract: PlatformContract) -> dict:
     }
     volumes = [{"name": "shared", "persistentVolumeClaim": {"claimName": contract.fsx_claim_name}}]
     spread = group.desired_size >= 2  # two nodes when there are two; else two pods on the one node
-    return _batch_job(contract, "fsx-shared", 2, _on_trainium(contract, group, container, volumes), spread=spread)
+    pod = _on_trainium(contract, group, container, volumes)
+    return _batch_job(contract, "fsx-shared", 2, pod, spread=spread, uid=SHARED_VOLUME_OWNER)
 
 
 def etcd_rendezvous(contract: PlatformContract) -> dict:

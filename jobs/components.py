@@ -14,6 +14,11 @@ from trainium_eks import layout
 NEURON_DEVICE = layout.NEURON_DEVICE_RESOURCE
 EFA_DEVICE = layout.EFA_RESOURCE
 ROLE = "worker"
+RENDEZVOUS_BACKEND = "etcd-v2"
+# The Volcano Job's version (the pod annotation volcano.sh/job-version), which the launcher exposes to the
+# container under this name; the kubelet expands $(NAME) in the command.
+JOB_VERSION_ENV = "VOLCANO_JOB_VERSION"
+JOB_VERSION_ANNOTATION = "volcano.sh/job-version"
 
 
 def training_environment(compile_cache: str, efa: bool, bf16: bool) -> dict[str, str]:
@@ -22,6 +27,10 @@ def training_environment(compile_cache: str, efa: bool, bf16: bool) -> dict[str,
         "XLA_TRANSFER_SEED_ASYNC": "1",
         "NEURON_CC_FLAGS": f"--cache_dir={compile_cache}",  # compiled graphs on FSx, shared with the precompile job
         "CCOM_SOCKET_IFNAME": "eth0",  # the Neuron collectives' bootstrap interface (the pod's primary interface)
+        # Workers start their own store on every attempt. The agents' shared store keeps the previous attempt's
+        # keys, and a node whose workers restart alone reads its peers' stale addresses and cannot connect
+        # (pytorch/pytorch#135712); the kill-and-resume test fails without this.
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     }
     if efa:
         env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"})
@@ -48,6 +57,7 @@ def trainium_ddp(
     compile_cache: str = "/data/neuron-compile-cache/default",
     bf16: bool = True,
     precompile: bool = False,
+    max_restarts: int = 3,
 ) -> specs.AppDef:
     """Data-parallel training over ``nnodes`` Trainium nodes, ``nproc_per_node`` workers each.
 
@@ -69,14 +79,20 @@ def trainium_ddp(
         compile_cache: Neuron compiler cache directory on the shared file system
         bf16: compute in bfloat16
         precompile: wrap the run in neuron_parallel_compile (compiles and caches the graphs, trains nothing)
+        max_restarts: times torchrun restarts the workers of every node after one of them fails
     """
     torchrun = [
         "torchrun",
         f"--nnodes={nnodes}",
         f"--nproc_per_node={nproc_per_node}",
-        "--rdzv_backend=etcd",  # torch's etcd backend speaks etcd's v2 API (python-etcd)
+        # etcd-v2 rewrites the run's state on every heartbeat, which renews its TTL; torch's older "etcd"
+        # backend renews a directory with a refresh that etcd 3.5 rejects, and loses the run after 2 hours.
+        f"--rdzv_backend={RENDEZVOUS_BACKEND}",
         f"--rdzv_endpoint={etcd_endpoint}",
-        f"--rdzv_id={specs.macros.app_id}",
+        # One rendezvous per run of the job: torchrun closes a run id's rendezvous when it gives up, and a job
+        # that Volcano restarts must not find it closed. Volcano bumps the version on every job restart.
+        f"--rdzv_id={specs.macros.app_id}-$({JOB_VERSION_ENV})",
+        f"--max-restarts={max_restarts}",  # a failed worker restarts every node's workers from the last checkpoint
         "--tee=3",
         "-m",
         module,

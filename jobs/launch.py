@@ -23,12 +23,21 @@ import yaml
 from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
 from jobs import TRAINING_IMAGE_TAG
-from jobs.components import trainium_ddp
+from jobs.components import JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
+from trainium_eks import layout
 from trainium_eks.contract import ContractError, NodeGroup, PlatformContract
 
 DATASET = "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
 RESERVED_VCPUS = 4  # kubelet, the VPC CNI and the device-plugin DaemonSets
 MEMORY_FRACTION = 0.9
+
+
+DEVICE_RESOURCES = (layout.NEURON_DEVICE_RESOURCE, layout.NEURON_CORE_RESOURCE, layout.EFA_RESOURCE)
+# A pod that fails (its torchrun gave up after --max-restarts) or is evicted (a node drain, a lost node) restarts
+# the whole job: every pod is recreated, the agents meet again and resume from the last checkpoint. Volcano
+# counts these restarts against maxRetry, then fails the job.
+JOB_RESTARTS = 3
+JOB_LIFECYCLE = [{"event": "PodFailed", "action": "RestartJob"}, {"event": "PodEvicted", "action": "RestartJob"}]
 
 
 class LaunchError(Exception):
@@ -80,7 +89,7 @@ def choose_node_group(contract: PlatformContract, name: str | None) -> NodeGroup
 def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
     """The Volcano Job for ``request``, validated against the platform's capacity."""
     group = choose_node_group(contract, request.node_group)
-    nodes = request.nodes or min(2, group.max_size)
+    nodes = request.nodes or min(2, group.desired_size)
     workers = request.workers_per_node or group.neuron_cores_per_node
     if nodes < 1 or workers < 1:
         raise LaunchError("--nodes and --workers-per-node: must be at least 1")
@@ -168,13 +177,32 @@ def whole_node_job(
 
 
 def add_platform_scheduling(job: dict, contract: PlatformContract, group: NodeGroup) -> dict:
-    """What TorchX's Kubernetes scheduler cannot set: tolerations, the node group selector, the namespace."""
+    """What TorchX's Kubernetes scheduler cannot set: tolerations, the node group selector, the namespace,
+    device requests and the job's lifecycle."""
     job["metadata"]["namespace"] = contract.job_namespace
+    job["spec"]["maxRetry"] = JOB_RESTARTS
+    job["spec"]["policies"] = JOB_LIFECYCLE
     for task in job["spec"]["tasks"]:
         spec = task["template"]["spec"]
         spec["tolerations"] = [*spec.get("tolerations", []), *contract.tolerations()]
         spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **group.node_selector}
+        for container in spec["containers"]:
+            request_devices(container["resources"])
+            container["env"] = [*container.get("env", []), job_version_env()]
     return job
+
+
+def job_version_env() -> dict:
+    """The job's version from the pod's annotation (downward API), for the run id in torchrun's command."""
+    path = f"metadata.annotations['{JOB_VERSION_ANNOTATION}']"
+    return {"name": JOB_VERSION_ENV, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def request_devices(resources: dict) -> None:
+    """Ask for the Neuron devices and EFA interfaces as requests too: Volcano sizes a job's PodGroup (and checks
+    the queue's capability) from requests, while Kubernetes copies extended-resource limits only later."""
+    devices = {k: v for k, v in resources.get("limits", {}).items() if k in DEVICE_RESOURCES}
+    resources["requests"] = {**resources.get("requests", {}), **devices}
 
 
 def submit(job: dict, contract: PlatformContract) -> str:
@@ -197,7 +225,7 @@ def parser() -> argparse.ArgumentParser:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
     source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
-    p.add_argument("--nodes", type=int, help="Trainium nodes (default: 2, or the group's maximum if smaller)")
+    p.add_argument("--nodes", type=int, help="Trainium nodes (default: 2, or the group's desired size if smaller)")
     p.add_argument("--workers-per-node", type=int, help="workers per node (default: one per NeuronCore)")
     p.add_argument("--node-group", help="node group name (default: the first)")
     p.add_argument("--queue", help="Volcano queue (default: the first)")

@@ -69,12 +69,15 @@ def test_dryrun_prints_the_volcano_job_the_stack_describes(tmp_path, precompile)
         (container,) = pod["containers"]
         command = container["command"]
         assert (command[0] == "neuron_parallel_compile") is precompile
-        assert f"--rdzv_endpoint={outputs['etcdEndpoint']}" in command and "--rdzv_backend=etcd" in command
-        assert "--nproc_per_node=32" in command and "--nnodes=2" in command
+        assert f"--rdzv_endpoint={outputs['etcdEndpoint']}" in command and "--rdzv_backend=etcd-v2" in command
+        assert "--nproc_per_node=32" in command and "--nnodes=2" in command and "--max-restarts=3" in command
         assert ("--steps-this-run" in command) is precompile
-        limits = container["resources"]["limits"]
+        limits, requests = container["resources"]["limits"], container["resources"]["requests"]
         assert limits[layout.NEURON_DEVICE_RESOURCE] == str(spec.neuron_devices)
         assert limits[layout.EFA_RESOURCE] == str(spec.max_efa_interfaces)
+        # Volcano checks the queue's capability against requests: devices are requested, not only limited.
+        assert requests[layout.NEURON_DEVICE_RESOURCE] == limits[layout.NEURON_DEVICE_RESOURCE]
+        assert requests[layout.EFA_RESOURCE] == limits[layout.EFA_RESOURCE]
         claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v]
         assert claims == [outputs["fsxClaimName"]]
         assert any(m["mountPath"] == outputs["fsxMountPath"] for m in container["volumeMounts"])
@@ -89,6 +92,30 @@ def test_dryrun_prints_the_volcano_job_the_stack_describes(tmp_path, precompile)
         assert env["NEURON_CC_FLAGS"].startswith(f"--cache_dir={outputs['neuronCompileCachePath']}/")
         assert container["image"].startswith(outputs["ecrRepositoryUrl"] + ":")
         assert_valid_pod(template)
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_the_default_job_launches_on_every_stack(tmp_path, stack):
+    path, outputs = outputs_file(tmp_path, stack)
+    job = launch_json("--outputs", str(path), "--dryrun", "--json")
+    group = outputs["trainiumNodeGroups"][0]
+    assert len(job["spec"]["tasks"]) == min(2, group["desiredSize"])
+
+
+def test_a_failed_or_evicted_pod_restarts_the_job_in_a_new_rendezvous(tmp_path):
+    path, _ = outputs_file(tmp_path)
+    job = launch_json("--outputs", str(path), "--dryrun", "--json")
+    assert job["spec"]["maxRetry"] == 3
+    assert {(p["event"], p["action"]) for p in job["spec"]["policies"]} == {
+        ("PodFailed", "RestartJob"),
+        ("PodEvicted", "RestartJob"),
+    }
+    for template in pod_templates(job):
+        (container,) = template["spec"]["containers"]
+        (run_id,) = [a for a in container["command"] if a.startswith("--rdzv_id=")]
+        assert run_id.endswith("-$(VOLCANO_JOB_VERSION)")  # expanded by the kubelet from the variable below
+        version = {e["name"]: e for e in container["env"]}["VOLCANO_JOB_VERSION"]
+        assert version["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['volcano.sh/job-version']"
 
 
 def test_precompile_and_training_share_a_compile_cache(tmp_path):
@@ -175,6 +202,26 @@ def test_acceptance_jobs_are_valid_and_target_the_platform(tmp_path):
     )
     etcd_command = jobs["etcd-rendezvous"]["spec"]["template"]["spec"]["containers"][0]["command"]
     assert contract.etcd_endpoint.split(":")[0] in etcd_command[-1]
+
+
+def test_acceptance_checks_run_restricted_with_requests():
+    contract = PlatformContract.from_outputs(json.loads(_outputs("staging")))
+    for name, build in acceptance.CHECKS.items():
+        job = build(contract)
+        templates = pod_templates(job) if "tasks" in job["spec"] else [job["spec"]["template"]]
+        for template in templates:
+            pod = template["spec"]
+            writes_shared_volume = name in ("fsx-shared", "efa-allreduce")
+            assert pod["securityContext"]["runAsNonRoot"] is not writes_shared_volume, name
+            assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+            for container in pod["containers"]:
+                context = container["securityContext"]
+                assert context["allowPrivilegeEscalation"] is False and context["capabilities"] == {"drop": ["ALL"]}
+                assert context["readOnlyRootFilesystem"] is True
+                requests, limits = container["resources"]["requests"], container["resources"]["limits"]
+                assert requests["cpu"] and requests["memory"] and limits["memory"], name
+                for device in (layout.NEURON_DEVICE_RESOURCE, layout.EFA_RESOURCE):
+                    assert requests.get(device) == limits.get(device), (name, device)
 
 
 def test_contract_version_rules():

@@ -1,4 +1,4 @@
-"""Scheduling: Volcano queues sized from provisioned Neuron capacity; etcd with the v2 API behind a stable name."""
+"""Scheduling: Volcano queues sized from provisioned Neuron capacity."""
 
 from __future__ import annotations
 
@@ -64,37 +64,3 @@ def test_queues_wait_for_volcano_and_volcano_is_pinned(stack_plan):
     assert volcano.inputs["values"]["custom"]["default_ns"] == {layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE}
     for queue in stack_plan.find(QUEUE):
         assert volcano.urn in queue.dependencies
-
-
-def etcd_parts(plan):
-    statefulset = one(plan.find("kubernetes:apps/v1:StatefulSet"))
-    service = one([s for s in plan.find("kubernetes:core/v1:Service") if s.inputs["metadata"]["name"] == "etcd"])
-    return statefulset, service
-
-
-def test_etcd_is_pinned_3_5_with_the_v2_api_and_a_stable_service(stack_plan):
-    statefulset, service = etcd_parts(stack_plan)
-    (container,) = statefulset.inputs["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == versions.ETCD_IMAGE and ":v3.5." in container["image"]
-    assert "--enable-v2=true" in container["args"]
-    namespace = stack_plan.outputs["jobNamespace"]
-    assert service.inputs["metadata"]["namespace"] == namespace
-    host, port = stack_plan.outputs["etcdEndpoint"].rsplit(":", 1)
-    assert host == f"{service.inputs['metadata']['name']}.{namespace}.svc.cluster.local"
-    assert int(port) in [p["port"] for p in service.inputs["spec"]["ports"]]
-    assert f"--advertise-client-urls=http://{stack_plan.outputs['etcdEndpoint']}" in container["args"]
-    assert service.inputs["spec"]["selector"] == statefulset.inputs["spec"]["template"]["metadata"]["labels"]
-
-
-def test_etcd_has_probes_resources_and_a_persistent_encrypted_volume(stack_plan):
-    statefulset, _ = etcd_parts(stack_plan)
-    pod = statefulset.inputs["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
-    assert container["livenessProbe"]["httpGet"]["path"] == "/health"
-    assert container["resources"]["limits"] and container["resources"]["requests"]
-    assert pod["nodeSelector"] == {layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE}
-    (claim,) = statefulset.inputs["spec"]["volumeClaimTemplates"]
-    storage_class = one(stack_plan.find("kubernetes:storage.k8s.io/v1:StorageClass"))
-    assert claim["spec"]["storageClassName"] == storage_class.inputs["metadata"]["name"]
-    assert storage_class.inputs["parameters"] == {"type": "gp3", "encrypted": "true"}

@@ -1,4 +1,4 @@
-"""The training script runs end to end on a CPU with a tiny BERT and a generated shard."""
+"""The training script runs end to end on a CPU with a tiny Hugging Face BERT and a generated shard."""
 
 from __future__ import annotations
 
@@ -7,22 +7,22 @@ import math
 import socket
 
 import pytest
+import torch
+from transformers import BertForPreTraining
 
-from training import allreduce_check, pretrain_bert
-from training.bert import BertConfig
-from training.data import FIELDS, ShardDataset, write_synthetic_shard
+from training import allreduce_check, checkpoint, pretrain_bert
+from training.data import IGNORED_LABEL, ShardDataset, model_inputs, write_synthetic_shard
+from training.model import BERT_TINY
 
-TINY = BertConfig.tiny()
+VOCAB = BERT_TINY["vocab_size"]
 
 
 @pytest.fixture
 def shards(tmp_path):
     directory = tmp_path / "data"
     directory.mkdir()
-    write_synthetic_shard(directory / "shard-0.hdf5", samples=16, seq_len=32, vocab_size=TINY.vocab_size, max_predictions=5)
-    write_synthetic_shard(
-        directory / "shard-1.hdf5", samples=8, seq_len=32, vocab_size=TINY.vocab_size, max_predictions=5, seed=1
-    )
+    write_synthetic_shard(directory / "shard-0.hdf5", samples=16, seq_len=32, vocab_size=VOCAB, max_predictions=5)
+    write_synthetic_shard(directory / "shard-1.hdf5", samples=8, seq_len=32, vocab_size=VOCAB, max_predictions=5, seed=1)
     return directory
 
 
@@ -52,12 +52,27 @@ def train(shards, output, *extra):
     )
 
 
-def test_dataset_reads_every_sample_of_every_shard(shards):
+def test_dataset_reads_every_sample_of_every_shard_as_model_inputs(shards):
     dataset = ShardDataset(shards)
     assert len(dataset) == 24
     sample = dataset[20]
-    assert set(sample) == set(FIELDS)
-    assert sample["input_ids"].shape == (32,) and sample["masked_lm_positions"].shape == (5,)
+    assert set(sample) == {"input_ids", "token_type_ids", "attention_mask", "labels", "next_sentence_label"}
+    assert sample["input_ids"].shape == sample["labels"].shape == (32,)
+    assert (sample["labels"] != IGNORED_LABEL).sum() == 5
+
+
+def test_masked_lm_labels_hold_the_masked_tokens_up_to_the_position_padding():
+    sample = {
+        "input_ids": torch.tensor([2, 7, 8, 9, 3, 0]),
+        "segment_ids": torch.zeros(6, dtype=torch.long),
+        "input_mask": torch.tensor([1, 1, 1, 1, 1, 0]),
+        "masked_lm_positions": torch.tensor([1, 3, 0, 0]),
+        "masked_lm_ids": torch.tensor([17, 19, 0, 0]),
+        "next_sentence_labels": torch.tensor(1),
+    }
+    inputs = model_inputs(sample)
+    assert inputs["labels"].tolist() == [IGNORED_LABEL, 17, IGNORED_LABEL, 19, IGNORED_LABEL, IGNORED_LABEL]
+    assert inputs["token_type_ids"] is sample["segment_ids"] and inputs["attention_mask"] is sample["input_mask"]
 
 
 def test_a_few_steps_learn_and_leave_checkpoints_metrics_and_tensorboard(shards, tmp_path):
@@ -68,9 +83,20 @@ def test_a_few_steps_learn_and_leave_checkpoints_metrics_and_tensorboard(shards,
     assert all(math.isfinite(loss) for loss in losses)
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5  # it learns the shard
     assert all(r["sequences_per_second"] > 0 for r in result["history"])
-    assert sorted(p.name for p in output.glob("checkpoint-*.pt")) == ["checkpoint-10.pt", "checkpoint-20.pt", "checkpoint-25.pt"]
+    assert sorted(p.name for p in output.glob("checkpoint-*")) == ["checkpoint-10", "checkpoint-20", "checkpoint-25"]
     assert len((output / "metrics.jsonl").read_text().splitlines()) == 25
     assert list((output / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_a_checkpoint_loads_with_from_pretrained(shards, tmp_path):
+    output = tmp_path / "run"
+    train(shards, output, "--max-steps", "3")
+    model = BertForPreTraining.from_pretrained(output / "checkpoint-3")
+    assert model.config.hidden_size == BERT_TINY["hidden_size"]
+    sample = ShardDataset(shards)[0]
+    with torch.no_grad():
+        out = model(**{k: v.unsqueeze(0) for k, v in sample.items()})
+    assert out.prediction_logits.shape == (1, 32, VOCAB) and math.isfinite(out.loss.item())
 
 
 def test_a_restarted_job_resumes_from_its_newest_checkpoint(shards, tmp_path):
@@ -79,6 +105,22 @@ def test_a_restarted_job_resumes_from_its_newest_checkpoint(shards, tmp_path):
     resumed = train(shards, output, "--max-steps", "30", "--steps-this-run", "5")
     assert resumed["steps"] == 15
     assert [r["step"] for r in resumed["history"]] == [11, 12, 13, 14, 15]
+
+
+def test_a_resumed_run_trains_exactly_as_an_uninterrupted_one(shards, tmp_path):
+    straight = train(shards, tmp_path / "straight", "--max-steps", "12")
+    train(shards, tmp_path / "split", "--max-steps", "12", "--steps-this-run", "7", "--checkpoint-every", "7")
+    resumed = train(shards, tmp_path / "split", "--max-steps", "12")
+    # The same weights, optimizer state, schedule and place in the data: the same losses after the restart.
+    assert [r["loss"] for r in resumed["history"]] == pytest.approx([r["loss"] for r in straight["history"][7:]], rel=1e-4)
+
+
+def test_a_half_written_checkpoint_is_never_resumed_from(shards, tmp_path):
+    output = tmp_path / "run"
+    train(shards, output, "--max-steps", "10", "--checkpoint-every", "5")
+    (output / "checkpoint-12").mkdir()  # a directory without its training state, as a kill mid-rename would not leave
+    (output / ".checkpoint-15.partial").mkdir()
+    assert checkpoint.latest(output) == output / "checkpoint-10"
 
 
 def test_bf16_runs_on_cpu(shards, tmp_path):

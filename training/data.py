@@ -2,6 +2,7 @@
 
 Each shard holds ``input_ids``, ``segment_ids``, ``input_mask`` ([samples, seq_len]), ``masked_lm_positions``,
 ``masked_lm_ids`` ([samples, max_predictions]; position 0 marks padding) and ``next_sentence_labels`` ([samples]).
+A sample comes out as the keyword arguments of Hugging Face's ``BertForPreTraining``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+IGNORED_LABEL = -100  # the label cross-entropy skips (torch's and transformers' default ignore_index)
 FIELDS = ("input_ids", "segment_ids", "input_mask", "masked_lm_positions", "masked_lm_ids", "next_sentence_labels")
 
 
@@ -44,7 +46,24 @@ class ShardDataset(Dataset):
             with h5py.File(self.paths[shard], "r") as f:
                 self._cache = (shard, {name: np.asarray(f[name]) for name in FIELDS})
         row = index - int(self.offsets[shard])
-        return {name: torch.as_tensor(values[row], dtype=torch.long) for name, values in self._cache[1].items()}
+        return model_inputs({name: torch.as_tensor(values[row], dtype=torch.long) for name, values in self._cache[1].items()})
+
+
+def model_inputs(sample: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """One sample in BertForPreTraining's terms: the masked-LM labels are -100 (ignored) except at the masked
+    positions, which hold the original tokens; the position list is padded with 0 after its last entry."""
+    positions, ids = sample["masked_lm_positions"], sample["masked_lm_ids"]
+    padding = (positions == 0).nonzero()
+    count = int(padding[0]) if len(padding) else len(positions)
+    labels = torch.full_like(sample["input_ids"], IGNORED_LABEL)
+    labels[positions[:count]] = ids[:count]
+    return {
+        "input_ids": sample["input_ids"],
+        "token_type_ids": sample["segment_ids"],
+        "attention_mask": sample["input_mask"],
+        "labels": labels,
+        "next_sentence_label": sample["next_sentence_labels"],
+    }
 
 
 def write_synthetic_shard(path: Path, samples: int, seq_len: int, vocab_size: int, max_predictions: int, seed: int = 0) -> Path:

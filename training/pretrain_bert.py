@@ -1,14 +1,17 @@
 """BERT pretraining, data parallel over torch-xla on Trainium (or gloo on CPUs).
 
 Launched by TorchX (``python -m jobs.launch``) as ``torchrun ... -m training.pretrain_bert``: one process per
-NeuronCore, rendezvous through etcd. Each optimizer step accumulates gradients over ``--grad-accum-steps``
-micro-batches; rank 0 logs throughput and loss, writes TensorBoard events and checkpoints to the shared volume,
-and a restarted job resumes from the newest checkpoint. ``--device cpu --model tiny`` runs it anywhere.
+NeuronCore, rendezvous through etcd. The model is Hugging Face's ``BertForPreTraining`` (``training/model.py``).
+Each optimizer step accumulates gradients over ``--grad-accum-steps`` micro-batches; rank 0 logs throughput and
+loss, writes TensorBoard events and checkpoints to the shared volume. Restarted workers (torchrun after a
+failure, or Volcano restarting the job) resume from the newest checkpoint: the same weights, optimizer and
+schedule, and the data stream from where that checkpoint left it. ``--device cpu --model tiny`` runs anywhere.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -21,7 +24,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
-from training.bert import BertConfig, BertForPreTraining, pretraining_loss
+from training import checkpoint
+from training import model as bert
 from training.data import ShardDataset
 
 try:  # present in the Neuron training image, absent on CPUs
@@ -37,7 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data-dir", type=Path, required=True, help="directory of HDF5 shards")
     parser.add_argument("--output-dir", type=Path, required=True, help="checkpoints and metrics of this job")
     parser.add_argument("--tensorboard-dir", type=Path, help="TensorBoard event files (default: <output-dir>/tensorboard)")
-    parser.add_argument("--model", choices=("large", "tiny"), default="large")
+    parser.add_argument("--model", choices=tuple(bert.CONFIGS), default="large")
     parser.add_argument("--device", choices=("auto", "xla", "cpu"), default="auto")
     parser.add_argument("--batch-size", type=int, default=16, help="sequences per worker per micro-batch")
     parser.add_argument("--grad-accum-steps", type=int, default=32)
@@ -67,9 +71,20 @@ def learning_rate(step: int, warmup: int, total: int) -> float:
     return max(0.0, (total - step) / max(1, total - warmup))
 
 
-def latest_checkpoint(directory: Path) -> Path | None:
-    checkpoints = sorted(directory.glob("checkpoint-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
-    return checkpoints[-1] if checkpoints else None
+def micro_batches(loader: DataLoader, sampler: DistributedSampler, consumed: int):
+    """The endless stream of micro-batches, starting after the first ``consumed`` (a resumed run goes on with
+    the data where its checkpoint left it instead of starting the epoch again)."""
+    per_epoch = len(loader)
+    epoch, skip = divmod(consumed, per_epoch)
+    while True:
+        sampler.set_epoch(epoch)
+        batches = iter(loader)
+        if skip:
+            indices = list(sampler)[skip * loader.batch_size :]
+            batches = iter(DataLoader(loader.dataset, batch_size=loader.batch_size, sampler=indices, drop_last=True))
+            skip = 0
+        yield from batches
+        epoch += 1
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -82,22 +97,19 @@ def main(argv: list[str] | None = None) -> dict:
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     torch.manual_seed(args.seed)
 
-    config = BertConfig.large() if args.model == "large" else BertConfig.tiny()
-    model = BertForPreTraining(config).to(device)
-    if distributed and not on_xla:
-        model = DistributedDataParallel(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: learning_rate(s, args.warmup_steps, args.max_steps))
-
     args.output_dir.mkdir(parents=True, exist_ok=True)
+    resume = checkpoint.latest(args.output_dir)
+    network, state = checkpoint.load(resume) if resume else (bert.build(args.model), None)
+    network.to(device)
+    model = DistributedDataParallel(network) if distributed and not on_xla else network
+    optimizer = torch.optim.AdamW(network.parameters(), lr=args.lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: learning_rate(s, args.warmup_steps, args.max_steps))
     step = 0
-    resume = latest_checkpoint(args.output_dir)
-    if resume is not None:
-        state = torch.load(resume, map_location="cpu")
-        (model.module if isinstance(model, DistributedDataParallel) else model).load_state_dict(state["model"])
+    if state is not None:
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["schedule"])
         step = state["step"]
+    resumed_from = step  # 0 for a fresh start; else the checkpoint's step (its records follow a restart)
 
     dataset = ShardDataset(args.data_dir)
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=args.seed, drop_last=True)
@@ -112,14 +124,7 @@ def main(argv: list[str] | None = None) -> dict:
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if args.bf16 and not on_xla else nullcontext()
     history = []
 
-    def batches():
-        epoch = 0
-        while True:
-            sampler.set_epoch(epoch)
-            yield from loader
-            epoch += 1
-
-    stream = batches()
+    stream = micro_batches(loader, sampler, consumed=step * args.grad_accum_steps)
     while step < last_step:
         started = time.perf_counter()
         total = torch.zeros((), device=device)
@@ -127,10 +132,7 @@ def main(argv: list[str] | None = None) -> dict:
             batch = {k: v.to(device) for k, v in next(stream).items()}
             accumulating = isinstance(model, DistributedDataParallel) and micro < args.grad_accum_steps - 1
             with model.no_sync() if accumulating else nullcontext(), autocast:  # all-reduce once per optimizer step
-                mlm, nsp = model(batch["input_ids"], batch["segment_ids"], batch["input_mask"], batch["masked_lm_positions"])
-                loss = pretraining_loss(
-                    mlm, nsp, batch["masked_lm_ids"], batch["masked_lm_positions"], batch["next_sentence_labels"]
-                )
+                loss = model(**batch).loss  # masked-LM plus next-sentence cross entropy
             (loss / args.grad_accum_steps).backward()
             total += loss.detach()
         if on_xla:
@@ -146,7 +148,14 @@ def main(argv: list[str] | None = None) -> dict:
             mean_loss = (total / args.grad_accum_steps).item()
             seconds = time.perf_counter() - started
             throughput = args.batch_size * args.grad_accum_steps * world / seconds
-            record = {"step": step, "loss": mean_loss, "lr": schedule.get_last_lr()[0], "sequences_per_second": throughput}
+            record = {
+                "step": step,
+                "loss": mean_loss,
+                "lr": schedule.get_last_lr()[0],
+                "sequences_per_second": throughput,
+                "resumed_from": resumed_from,
+                "time": time.time(),
+            }
             history.append(record)
             print(f"LOG step {step} loss {mean_loss:.4f} lr {record['lr']:.3e} throughput {throughput:.1f} seq/s", flush=True)
             with metrics_path.open("a") as log:
@@ -157,16 +166,15 @@ def main(argv: list[str] | None = None) -> dict:
             if not math.isfinite(mean_loss):
                 raise SystemExit(f"loss became {mean_loss} at step {step}; lower --lr or check the data")
         if rank == 0 and (step % args.checkpoint_every == 0 or step == last_step):
-            state = {
-                "model": (model.module if isinstance(model, DistributedDataParallel) else model).state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "schedule": schedule.state_dict(),
-                "step": step,
-            }
-            (xm.save if on_xla else torch.save)(state, args.output_dir / f"checkpoint-{step}.pt")
+            checkpoint.save(args.output_dir, step, network, optimizer, schedule)
     if writer is not None:
         writer.close()
     if distributed:
+        # DDP's reducer holds the process group; freed at exit, it would run gloo's destructor holding the GIL
+        # while gloo's worker thread waits for the GIL, and hang (pytorch/pytorch#56297). Free it first, so the
+        # group goes in destroy_process_group, which releases the GIL.
+        del model
+        gc.collect()
         dist.destroy_process_group()
     return {"steps": step, "history": history}
 

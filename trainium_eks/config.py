@@ -39,6 +39,8 @@ SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 
 FSX_THROUGHPUT = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250, 500, 1000)}
 FSX_DEPLOYMENT_TYPES = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
+# etcd needs a majority of its members: 3 survive the loss of one, 5 of two; an even count adds no tolerance.
+ETCD_MEMBER_COUNTS = (1, 3, 5)
 DEFAULT_ROOT_VOLUME_GIB = 500  # the tutorial's NodeVolumeSize: room for images and the local compile cache
 
 
@@ -137,6 +139,7 @@ class QueueConfig:
 class SchedulingConfig:
     job_namespace: str
     queues: tuple[QueueConfig, ...]
+    etcd_members: int
     etcd_storage_gib: int
 
 
@@ -661,9 +664,22 @@ def _scheduling(values: dict, raw_queues: Any, key: Callable[[str], str]) -> Sch
         _check(bool(queues), key("volcanoQueues"), "empty", "list at least one queue or remove the key")
     else:
         queues.append(QueueConfig("trainium", 1, 1.0))
+    members = values["etcdMembers"]
+    _check(
+        members in ETCD_MEMBER_COUNTS,
+        key("etcdMembers"),
+        f"{members} is not 1, 3 or 5",
+        "use an odd count: 1 (no fault tolerance), 3 or 5 (a majority must stay up)",
+    )
+    _check(
+        members <= values["systemNodeMinSize"],
+        key("etcdMembers"),
+        f"{members} members but systemNodeMinSize is {values['systemNodeMinSize']}",
+        "raise systemNodeMinSize to the member count (each member needs a node of its own) or lower etcdMembers",
+    )
     etcd_gib = values["etcdStorageGiB"]
     _check(1 <= etcd_gib <= 100, key("etcdStorageGiB"), f"{etcd_gib} is outside 1..100", "8 GiB is plenty for rendezvous")
-    return SchedulingConfig(namespace, tuple(queues), etcd_gib)
+    return SchedulingConfig(namespace, tuple(queues), members, etcd_gib)
 
 
 def _storage(values: dict, key: Callable[[str], str]) -> StorageConfig:

