@@ -56,7 +56,7 @@ def hardened(pod_spec: dict, uid: int = CHECK_UID) -> dict:
     pod_spec["volumes"] = [*pod_spec.get("volumes", []), {"name": SCRATCH["name"], "emptyDir": {}}]
     for container in pod_spec["containers"]:
         container["securityContext"] = restricted_container_security_context()
-        container["volumeMounts"] = [*container.get("volumeMounts", []), SCRATCH]
+        container["volumeMounts"] = [*container.get("volumeMounts", []), dict(SCRATCH)]
         container["env"] = [*container.get("env", []), {"name": "HOME", "value": SCRATCH["mountPath"]}]
         resources = container.setdefault("resources", {})
         for kind in ("requests", "limits"):
@@ -71,7 +71,7 @@ def _batch_job(contract: PlatformContract, name: str, pods: int, pod_spec: dict,
         pod_spec["affinity"] = {
             "podAntiAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+                    {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": "kubernetes.io/hostname"}
                 ]
             }
         }
@@ -85,7 +85,7 @@ def _batch_job(contract: PlatformContract, name: str, pods: int, pod_spec: dict,
             "completionMode": "Indexed",
             "backoffLimit": 0,
             "ttlSecondsAfterFinished": 3600,
-            "template": {"metadata": {"labels": labels}, "spec": {"restartPolicy": "Never", **hardened(pod_spec, uid)}},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": {"restartPolicy": "Never", **hardened(pod_spec, uid)}},
         },
     }
 

@@ -181,7 +181,7 @@ def add_platform_scheduling(job: dict, contract: PlatformContract, group: NodeGr
     device requests and the job's lifecycle."""
     job["metadata"]["namespace"] = contract.job_namespace
     job["spec"]["maxRetry"] = JOB_RESTARTS
-    job["spec"]["policies"] = JOB_LIFECYCLE
+    job["spec"]["policies"] = [dict(policy) for policy in JOB_LIFECYCLE]
     for task in job["spec"]["tasks"]:
         spec = task["template"]["spec"]
         spec["tolerations"] = [*spec.get("tolerations", []), *contract.tolerations()]

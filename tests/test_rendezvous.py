@@ -28,10 +28,9 @@ def flag(container: dict, name: str) -> str:
 
 def test_each_stack_runs_the_member_count_it_configures(stack_plan):
     statefulset, _, _ = etcd_parts(stack_plan)
-    stack = stack_plan.outputs["environment"]
-    assert statefulset.inputs["spec"]["replicas"] == EXPECTED_MEMBERS[stack]
+    assert statefulset.inputs["spec"]["replicas"] == EXPECTED_MEMBERS[stack_plan.stack]
     (container,) = statefulset.inputs["spec"]["template"]["spec"]["containers"]
-    assert len(flag(container, "initial-cluster").split(",")) == EXPECTED_MEMBERS[stack]
+    assert len(flag(container, "initial-cluster").split(",")) == EXPECTED_MEMBERS[stack_plan.stack]
 
 
 def test_etcd_is_pinned_3_5_with_the_v2_api(stack_plan):
