@@ -8,9 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import STACKS, node_group_config, run_preflight, settings
+from preflight import stackfile
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import catalog
-from trainium_eks.config import ConfigError, parse, project_declarations
+from trainium_eks.config import ConfigError, declarations, parse
 
 GROUP = node_group_config("trn1-32xl", "trn1.32xlarge")
 
@@ -79,6 +80,37 @@ BAD_INPUTS = [
     ({"jobNamespace": "kube-jobs"}, "trainium-eks:jobNamespace", "outside kube-"),
     ({"ecrRepositoryName": "Bad Name"}, "trainium-eks:ecrRepositoryName", "valid ECR name"),
     ({"etcdStorageGiB": 0}, "trainium-eks:etcdStorageGiB", "1..100"),
+    # AWS tag rules: a mapping given for a string key, characters a tag value cannot hold, an empty owner.
+    ({"owner": {"team": "ml"}}, "trainium-eks:owner", "not a valid AWS tag value"),
+    ({"costCenter": "ml#research"}, "trainium-eks:costCenter", "not a valid AWS tag value"),
+    ({"owner": "  "}, "trainium-eks:owner", "empty"),
+    # Kubernetes label rules.
+    ({"trainiumNodeGroups": [{**GROUP, "labels": {"team": "n l p"}}]}, "labels.team", "not a Kubernetes label value"),
+    ({"trainiumNodeGroups": [{**GROUP, "labels": {"-team": "nlp"}}]}, "labels.-team", "not a Kubernetes label key"),
+    ({"trainiumNodeGroups": [{**GROUP, "labels": {"team": 3}}]}, "labels.team", "expected a string"),
+    # CIDRs by meaning, S3 URLs, duplicates, upper bounds.
+    ({"vpcCidr": "100.64.0.0/16"}, "trainium-eks:vpcCidr", "outside the private ranges"),
+    ({"publicAccessCidrs": ["10.1.0.0/16"]}, "trainium-eks:publicAccessCidrs[0]", "private, shared, loopback or link-local"),
+    (
+        {"publicAccessCidrs": [f"198.51.{i}.0/24" for i in range(41)]},
+        "trainium-eks:publicAccessCidrs",
+        "more than 40 ranges",
+    ),
+    ({"publicAccessCidrs": ["198.51.100.0/24", "198.51.100.0/24"]}, "trainium-eks:publicAccessCidrs", "twice"),
+    ({"fsxDataRepositoryPath": "s3://Bad_Bucket/x"}, "trainium-eks:fsxDataRepositoryPath", "not an S3 URL"),
+    (
+        {"existingPrivateSubnetIds": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef0"]},
+        "trainium-eks:existingPrivateSubnetIds",
+        "twice",
+    ),
+    ({"trainiumNodeGroups": [{**GROUP, "maxSize": 451}]}, "trainiumNodeGroups[0].maxSize", "above 450"),
+    ({"systemNodeMaxSize": 1000}, "trainium-eks:systemNodeMaxSize", "above 450"),
+    ({"etcdMembers": 4}, "trainium-eks:etcdMembers", "1, 3 or 5"),
+    ({"etcdMembers": "three"}, "trainium-eks:etcdMembers", "expected an integer"),
+    ({"tensorboard": "yes"}, "trainium-eks:tensorboard", "true or false"),
+    ({"volcanoQueues": [{"name": "q", "neuronShare": "half"}]}, "volcanoQueues[0].neuronShare", "expected a number"),
+    ({"volcanoQueues": [{"name": "q"}, {"name": "q"}]}, "volcanoQueues[1].name", "taken"),
+    ({"volcanoQueues": [{"name": "q", "weigth": 2}]}, "volcanoQueues[0].weigth", "did you mean 'weight'"),
 ]
 
 
@@ -94,17 +126,35 @@ def test_bad_input_names_the_key_and_the_fix(overrides, key, words):
     assert "; " in message, "the message must carry a fix after the problem"
 
 
+def test_a_node_group_name_too_long_for_eks_with_this_stack_is_rejected():
+    group = {**GROUP, "name": "trn1-32xl-" + "a" * 22}  # 32 characters: a valid name on its own
+    with pytest.raises(ConfigError, match="longer than EKS's 63") as caught:
+        parse(settings("staging", trainiumNodeGroups=[group]).config, stack="staging-with-a-long-name")
+    assert caught.value.key == "trainium-eks:trainiumNodeGroups[0].name"
+
+
+def test_a_stack_name_that_breaks_eks_names_is_rejected():
+    with pytest.raises(ConfigError, match="cluster name") as caught:
+        parse(settings("staging").config, stack="s" * 60)
+    assert caught.value.key.startswith("stack ")
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_shipped_stacks_parse(stack):
     cfg = parse(settings(stack).config, stack=stack)
     assert cfg.stack == stack and cfg.trainium_node_groups
 
 
-def test_defaults_come_from_pulumi_yaml():
-    _, declarations = project_declarations()
-    cfg = parse(settings("staging", etcdStorageGiB=None, jobNamespace=None).config, stack="staging")
-    assert cfg.scheduling.etcd_storage_gib == declarations["etcdStorageGiB"].default
-    assert cfg.scheduling.job_namespace == declarations["jobNamespace"].default
+def test_defaults_come_from_pulumi_yaml_once_applied_as_the_cli_does(tmp_path):
+    _, declared = declarations()
+    document = yaml.safe_load((REPO_ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
+    assert "trainium-eks:etcdStorageGiB" not in document["config"] and "trainium-eks:jobNamespace" not in document["config"]
+    cfg = parse(stackfile.load("staging").config, stack="staging")
+    assert cfg.scheduling.etcd_storage_gib == declared["etcdStorageGiB"]["default"]
+    assert cfg.scheduling.job_namespace == declared["jobNamespace"]["default"]
+    # The model applies none itself: a map without a declared key is missing that key.
+    with pytest.raises(ConfigError, match="etcdStorageGiB: missing"):
+        parse(settings("staging", etcdStorageGiB=None).config, stack="staging")
 
 
 def test_efa_defaults_to_what_the_instance_type_supports():
@@ -127,9 +177,9 @@ def test_scaling_is_accepted_exactly_when_ordered(min_size, desired, max_size):
 
 
 def test_every_project_key_is_documented():
-    _, declarations = project_declarations()
+    _, declared = declarations()
     guide = (REPO_ROOT / "docs" / "configuration.md").read_text()
-    for key in [*declarations, "trainiumNodeGroups", "volcanoQueues"]:
+    for key in [*declared, "trainiumNodeGroups", "volcanoQueues"]:
         assert f"`{key}`" in guide, f"docs/configuration.md does not document {key}"
 
 

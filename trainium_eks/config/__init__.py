@@ -1,0 +1,103 @@
+"""Stack configuration, parsed once at the edge.
+
+Input is the flat config map the Pulumi CLI hands a program (``"<namespace>:<key>" -> string``; structured
+values JSON-encoded, Pulumi.yaml's defaults applied). ``parse`` validates the project's keys with the frozen
+``StackInput`` model (types, bounds, patterns; unknown keys refused), then the rules across fields, and
+returns the ``PlatformConfig`` the components take. Every error is one line: the full key, the problem, the fix.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from trainium_eks import catalog
+from trainium_eks.config import rules
+from trainium_eks.config.errors import ConfigError, from_validation, key_path
+from trainium_eks.config.platform import (
+    CapacityReservation,
+    ClusterConfig,
+    DevicePluginConfig,
+    ExistingVpc,
+    NetworkConfig,
+    PlatformConfig,
+    QueueConfig,
+    RegistryConfig,
+    Scaling,
+    SchedulingConfig,
+    StorageConfig,
+    TrainiumNodeGroupConfig,
+)
+from trainium_eks.config.stack import StackInput
+
+PROJECT_FILE = Path(__file__).resolve().parents[2] / "Pulumi.yaml"
+
+__all__ = [
+    "CapacityReservation",
+    "ClusterConfig",
+    "ConfigError",
+    "DevicePluginConfig",
+    "ExistingVpc",
+    "NetworkConfig",
+    "PlatformConfig",
+    "QueueConfig",
+    "RegistryConfig",
+    "Scaling",
+    "SchedulingConfig",
+    "StorageConfig",
+    "TrainiumNodeGroupConfig",
+    "declarations",
+    "from_pulumi",
+    "parse",
+]
+
+
+@functools.cache
+def declarations(project_file: Path = PROJECT_FILE) -> tuple[str, Mapping[str, dict]]:
+    """The project's name and its config declarations (type, default, description) as Pulumi.yaml writes them."""
+    document = yaml.safe_load(project_file.read_text())
+    return document["name"], document.get("config") or {}
+
+
+def parse(raw_config: Mapping[str, Any], *, stack: str, project_file: Path = PROJECT_FILE) -> PlatformConfig:
+    """Parse the CLI's flat config map for ``stack`` into a validated ``PlatformConfig``."""
+    project, declared = declarations(project_file)
+    prefix = f"{project}:"
+    ours = {k[len(prefix) :]: v for k, v in raw_config.items() if k.startswith(prefix)}
+
+    def missing_fix(loc: tuple) -> str:
+        name = loc[-1]
+        if len(loc) == 1 and name in declared:
+            return f"run `pulumi config set {name} <value>` ({declared[name].get('description', '')})"
+        if len(loc) == 1:
+            return "add at least one Trainium node group (see Pulumi.yaml)"
+        return f"add {name} to {key_path(prefix, loc[:-1])}"
+
+    try:
+        stack_input = StackInput.model_validate(ours)
+    except ValidationError as error:
+        raise from_validation(error, StackInput, prefix, missing_fix) from None
+
+    region = raw_config.get("aws:region")
+    rules.check(isinstance(region, str) and bool(region), "aws:region", "missing", "run `pulumi config set aws:region us-west-2`")
+    rules.check(
+        region in catalog.REGIONS,
+        "aws:region",
+        f"{region} has no Trainium offerings in the hardware catalog",
+        f"use one of {', '.join(catalog.REGIONS)} or add the region to trainium_eks/catalog.py",
+    )
+    return rules.platform(stack_input, project=project, stack=stack, region=region, key=lambda name: prefix + name)
+
+
+def from_pulumi() -> PlatformConfig:
+    """Parse the running program's config: the map the CLI passed plus anything set in-process (tests)."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+
+    merged = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    return parse(merged, stack=pulumi.get_stack())

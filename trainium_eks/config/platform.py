@@ -1,0 +1,136 @@
+"""What the components receive: the validated stack configuration, grouped by concept, as frozen dataclasses.
+
+Built by ``trainium_eks.config.parse`` from the stack's typed input model once every rule has passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from trainium_eks import catalog
+
+
+@dataclass(frozen=True)
+class Scaling:
+    min_size: int
+    desired_size: int
+    max_size: int
+
+
+@dataclass(frozen=True)
+class CapacityReservation:
+    kind: str  # "odcr" or "capacity-block"
+    reservation_id: str
+    az_id: str
+
+
+@dataclass(frozen=True)
+class TrainiumNodeGroupConfig:
+    name: str
+    instance_type: str
+    scaling: Scaling
+    efa: bool
+    root_volume_gib: int
+    labels: Mapping[str, str]
+    capacity_reservation: CapacityReservation | None
+
+    @property
+    def spec(self) -> catalog.InstanceType:
+        return catalog.INSTANCE_TYPES[self.instance_type]
+
+    @property
+    def efa_interfaces(self) -> int:
+        """EFA interfaces per node: one per network card when EFA is on."""
+        return self.spec.max_efa_interfaces if self.efa else 0
+
+    @property
+    def uses_placement_group(self) -> bool:
+        # A cluster placement group only pays off for EFA traffic between nodes.
+        return self.efa_interfaces > 0
+
+
+@dataclass(frozen=True)
+class ExistingVpc:
+    vpc_id: str
+    private_subnet_ids: tuple[str, ...]
+    trainium_subnet_id: str
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    vpc_cidr: str
+    az_count: int
+    nat_gateways: str
+    trainium_az_id: str
+    existing: ExistingVpc | None
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    name: str
+    kubernetes_version: str
+    endpoint_public_access: bool
+    public_access_cidrs: tuple[str, ...]
+    admin_principal_arns: tuple[str, ...]
+    system_instance_type: str
+    system_scaling: Scaling
+
+
+@dataclass(frozen=True)
+class DevicePluginConfig:
+    neuron_scheduler_extension: bool
+    neuron_monitor: bool
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    name: str
+    weight: int
+    neuron_share: float
+
+
+@dataclass(frozen=True)
+class SchedulingConfig:
+    job_namespace: str
+    queues: tuple[QueueConfig, ...]
+    etcd_members: int
+    etcd_storage_gib: int
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    deployment_type: str
+    capacity_gib: int
+    throughput_per_tib: int
+    data_repository_path: str
+    claim_name: str
+
+    @property
+    def persistent(self) -> bool:
+        return self.deployment_type.startswith("PERSISTENT")
+
+
+@dataclass(frozen=True)
+class RegistryConfig:
+    repository_name: str
+    keep_images: int
+    untagged_expiry_days: int
+
+
+@dataclass(frozen=True)
+class PlatformConfig:
+    project: str
+    stack: str
+    region: str
+    environment: str
+    tags: Mapping[str, str]
+    network: NetworkConfig
+    cluster: ClusterConfig
+    trainium_node_groups: tuple[TrainiumNodeGroupConfig, ...]
+    device_plugins: DevicePluginConfig
+    scheduling: SchedulingConfig
+    storage: StorageConfig
+    registry: RegistryConfig
+    tensorboard: bool
+    protect_stateful: bool

@@ -1,0 +1,271 @@
+"""Rules across fields of a validated ``StackInput``, and the ``PlatformConfig`` the components receive.
+
+Each rule names the key it is about and the fix. Names the platform derives from the project and stack
+(the EKS cluster, the node groups) are checked against EKS's limits here, where both are known.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from types import MappingProxyType
+
+from trainium_eks import catalog
+from trainium_eks.config import platform as p
+from trainium_eks.config.errors import ConfigError
+from trainium_eks.config.fields import ECR_NAME
+from trainium_eks.config.stack import NodeGroupInput, StackInput
+
+FSX_THROUGHPUT = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250, 500, 1000)}
+# EKS CreateCluster: name up to 100 of [0-9A-Za-z-_], starting alphanumeric; CreateNodegroup: name up to 63.
+CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,99}$")
+NODE_GROUP_NAME_MAX = 63
+SYSTEM_NODE_GROUP_SUFFIX = "-system"
+
+Key = Callable[[str], str]
+
+
+def check(condition: bool, key: str, problem: str, fix: str) -> None:
+    if not condition:
+        raise ConfigError(key, problem, fix)
+
+
+def scaling(key: Key, min_size: int, desired: int, max_size: int) -> p.Scaling:
+    check(min_size >= 0, key("minSize"), f"{min_size} is negative", "use 0 or more")
+    check(max_size >= 1, key("maxSize"), f"{max_size} is below 1", "allow at least one node")
+    check(min_size <= max_size, key("minSize"), f"{min_size} is above maxSize {max_size}", "make minSize <= maxSize")
+    check(
+        min_size <= desired <= max_size,
+        key("desiredSize"),
+        f"{desired} is outside minSize..maxSize ({min_size}..{max_size})",
+        "set desiredSize between minSize and maxSize",
+    )
+    return p.Scaling(min_size, desired, max_size)
+
+
+def platform(stack_input: StackInput, *, project: str, stack: str, region: str, key: Key) -> p.PlatformConfig:
+    s = stack_input
+    cluster_name = f"{project}-{stack}"
+    check(
+        bool(CLUSTER_NAME.match(cluster_name)) and len(cluster_name) + len(SYSTEM_NODE_GROUP_SUFFIX) <= NODE_GROUP_NAME_MAX,
+        f"stack {stack}",
+        f"the cluster name '{cluster_name}' breaks EKS's naming rules",
+        f"use a stack name of letters, digits, '-' and '_' that keeps '{cluster_name}{SYSTEM_NODE_GROUP_SUFFIX}' "
+        f"within {NODE_GROUP_NAME_MAX} characters",
+    )
+    network = _network(s, region, key)
+    return p.PlatformConfig(
+        project=project,
+        stack=stack,
+        region=region,
+        environment=s.environment,
+        tags=MappingProxyType(
+            {
+                "environment": s.environment,
+                "owner": s.owner,
+                "cost-center": s.cost_center,
+                "managed-by": "pulumi",
+                "pulumi-project": project,
+                "pulumi-stack": stack,
+            }
+        ),
+        network=network,
+        cluster=_cluster(s, cluster_name, key),
+        trainium_node_groups=_node_groups(s, cluster_name, region, key),
+        device_plugins=p.DevicePluginConfig(s.neuron_scheduler_extension, s.neuron_monitor),
+        scheduling=_scheduling(s, key),
+        storage=_storage(s, key),
+        registry=_registry(s, stack, key),
+        tensorboard=s.tensorboard,
+        protect_stateful=s.protect_stateful_resources,
+    )
+
+
+def _network(s: StackInput, region: str, key: Key) -> p.NetworkConfig:
+    az_ids = catalog.REGIONS[region]
+    check(
+        s.trainium_az_id in az_ids,
+        key("trainiumAzId"),
+        f"{s.trainium_az_id} is not an AZ ID of {region}",
+        f"use one of {', '.join(az_ids)} (AZ IDs, not names like {region}a)",
+    )
+    max_azs = min(4, len(az_ids))
+    check(
+        2 <= s.availability_zone_count <= max_azs,
+        key("availabilityZoneCount"),
+        f"{s.availability_zone_count} is outside 2..{max_azs}",
+        f"use 2 to {max_azs} (EKS needs two AZs)",
+    )
+    existing = None
+    if s.existing_vpc_id:
+        subnets = s.existing_private_subnet_ids
+        check(
+            len(subnets) >= 2,
+            key("existingPrivateSubnetIds"),
+            "needs private subnets in at least two AZs",
+            "list two or more subnet-... IDs",
+        )
+        check(
+            s.existing_trainium_subnet_id in subnets,
+            key("existingTrainiumSubnetId"),
+            f"'{s.existing_trainium_subnet_id}' is not one of existingPrivateSubnetIds",
+            "name the private subnet that lies in trainiumAzId",
+        )
+        existing = p.ExistingVpc(s.existing_vpc_id, tuple(subnets), s.existing_trainium_subnet_id)
+    else:
+        for orphan, value in (
+            ("existingPrivateSubnetIds", s.existing_private_subnet_ids),
+            ("existingTrainiumSubnetId", s.existing_trainium_subnet_id),
+        ):
+            check(not value, key(orphan), "set without existingVpcId", "set existingVpcId too, or remove it")
+    return p.NetworkConfig(s.vpc_cidr, s.availability_zone_count, s.nat_gateways, s.trainium_az_id, existing)
+
+
+def _node_groups(s: StackInput, cluster_name: str, region: str, key: Key) -> tuple[p.TrainiumNodeGroupConfig, ...]:
+    groups, names = [], set()
+    for index, group in enumerate(s.trainium_node_groups):
+
+        def at(name: str, index=index) -> str:
+            return f"{key('trainiumNodeGroups')}[{index}].{name}"
+
+        check(group.name not in names, at("name"), f"'{group.name}' is used twice", "give each node group its own name")
+        names.add(group.name)
+        check(
+            len(f"{cluster_name}-{group.name}") <= NODE_GROUP_NAME_MAX,
+            at("name"),
+            f"'{cluster_name}-{group.name}' is longer than EKS's {NODE_GROUP_NAME_MAX} characters",
+            "use a shorter node group (or stack) name",
+        )
+        groups.append(_node_group(group, s.trainium_az_id, region, at))
+    return tuple(groups)
+
+
+def _node_group(group: NodeGroupInput, az_id: str, region: str, at: Key) -> p.TrainiumNodeGroupConfig:
+    spec = catalog.INSTANCE_TYPES[group.instance_type]
+    offered = catalog.az_ids_offering(group.instance_type, region)
+    check(
+        spec.offered_in(region, az_id),
+        at("instanceType"),
+        f"{group.instance_type} is not offered in {az_id} ({region})",
+        f"set trainiumAzId to one of {', '.join(offered)}" if offered else "pick a region that offers it",
+    )
+    group_scaling = scaling(at, group.min_size, group.desired_size, group.max_size)
+    efa = spec.supports_efa if group.efa is None else group.efa
+    check(
+        not efa or spec.supports_efa,
+        at("efa"),
+        f"{group.instance_type} has no EFA support",
+        "remove efa (or set it to false), or use an EFA-capable type such as trn1.32xlarge",
+    )
+    check(
+        efa or not spec.supports_efa,
+        at("efa"),
+        f"{group.instance_type} is EFA-capable and must run with EFA",
+        "remove efa: false; multi-node training over Neuron collectives needs EFA",
+    )
+    reservation = None
+    if group.capacity_reservation is not None:
+        r = group.capacity_reservation
+        check(
+            r.az_id == az_id,
+            at("capacityReservation.azId"),
+            f"{r.az_id} differs from trainiumAzId {az_id}",
+            "use a reservation in the Trainium AZ, or move trainiumAzId to the reservation's AZ",
+        )
+        reservation = p.CapacityReservation(r.type, r.id, r.az_id)
+    return p.TrainiumNodeGroupConfig(
+        group.name,
+        group.instance_type,
+        group_scaling,
+        efa,
+        group.root_volume_gib,
+        MappingProxyType(dict(group.labels)),
+        reservation,
+    )
+
+
+def _cluster(s: StackInput, name: str, key: Key) -> p.ClusterConfig:
+    if s.endpoint_public_access:
+        check(
+            bool(s.public_access_cidrs),
+            key("publicAccessCidrs"),
+            "empty while endpointPublicAccess is true",
+            "list the CIDRs allowed to reach the API (an empty list would mean 0.0.0.0/0)",
+        )
+    else:
+        check(
+            not s.public_access_cidrs,
+            key("publicAccessCidrs"),
+            "set while endpointPublicAccess is false",
+            "remove it or enable the public endpoint",
+        )
+
+    def system_key(name: str) -> str:
+        return key("systemNode" + name[0].upper() + name[1:])
+
+    return p.ClusterConfig(
+        name,
+        s.kubernetes_version,
+        s.endpoint_public_access,
+        tuple(s.public_access_cidrs),
+        tuple(s.cluster_admin_principal_arns),
+        s.system_node_instance_type,
+        scaling(system_key, s.system_node_min_size, s.system_node_desired_size, s.system_node_max_size),
+    )
+
+
+def _scheduling(s: StackInput, key: Key) -> p.SchedulingConfig:
+    names = set()
+    for index, queue in enumerate(s.volcano_queues):
+        check(
+            queue.name not in names,
+            f"{key('volcanoQueues')}[{index}].name",
+            f"'{queue.name}' is taken",
+            "use a unique name other than Volcano's built-in 'default'",
+        )
+        names.add(queue.name)
+    check(
+        s.etcd_members <= s.system_node_min_size,
+        key("etcdMembers"),
+        f"{s.etcd_members} members but systemNodeMinSize is {s.system_node_min_size}",
+        "raise systemNodeMinSize to the member count (each member needs a node of its own) or lower etcdMembers",
+    )
+    queues = tuple(p.QueueConfig(q.name, q.weight, float(q.neuron_share)) for q in s.volcano_queues)
+    return p.SchedulingConfig(s.job_namespace, queues, s.etcd_members, s.etcd_storage_gib)
+
+
+def _storage(s: StackInput, key: Key) -> p.StorageConfig:
+    deployment, capacity = s.fsx_deployment_type, s.fsx_storage_capacity_gib
+    step = 3600 if deployment == "SCRATCH_1" else 2400
+    check(
+        capacity in (1200, 2400) or (capacity > 0 and capacity % step == 0),
+        key("fsxStorageCapacityGiB"),
+        f"{capacity} is not a valid {deployment} size",
+        f"use 1200, 2400 or a multiple of {step}",
+    )
+    allowed = FSX_THROUGHPUT.get(deployment, (0,))
+    check(
+        s.fsx_throughput_per_tib in allowed,
+        key("fsxThroughputPerTiB"),
+        f"{s.fsx_throughput_per_tib} is not valid for {deployment}",
+        f"use one of {', '.join(map(str, allowed))}",
+    )
+    if s.fsx_data_repository_path:
+        check(
+            deployment == "PERSISTENT_2",
+            key("fsxDataRepositoryPath"),
+            f"needs PERSISTENT_2, not {deployment}",
+            "set fsxDeploymentType to PERSISTENT_2 or remove the data repository",
+        )
+    return p.StorageConfig(deployment, capacity, s.fsx_throughput_per_tib, s.fsx_data_repository_path, s.fsx_claim_name)
+
+
+def _registry(s: StackInput, stack: str, key: Key) -> p.RegistryConfig:
+    name = s.ecr_repository_name or f"trainium-eks/{stack.lower()}/training"
+    check(
+        2 <= len(name) <= 256 and bool(ECR_NAME.match(name)),
+        key("ecrRepositoryName"),
+        f"'{name}' is not a valid ECR name",
+        "use lowercase letters, digits, and . _ - / between them",
+    )
+    return p.RegistryConfig(name, s.ecr_keep_images, s.ecr_untagged_expiry_days)

@@ -1,0 +1,164 @@
+"""The stack's configuration as it enters: one frozen model per object, keyed by the stack file's names.
+
+Every field states its type, bound and pattern; unknown keys are refused. Defaults of the keys declared in
+Pulumi.yaml are applied by the Pulumi CLI (and by ``preflight``, which reads stack files as the CLI does), so
+this model requires each of them. Rules across fields (an instance type offered in the chosen AZ, a
+reservation in that AZ, member counts against node counts) are in ``trainium_eks.config.rules``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+from trainium_eks import catalog, versions
+from trainium_eks.config import fields as f
+
+# Amazon EKS service quotas: 30 managed node groups per cluster, 450 nodes per managed node group, 40 public
+# access CIDR blocks per cluster.
+MAX_NODE_GROUPS = 30
+MAX_NODES_PER_GROUP = 450
+MAX_PUBLIC_ACCESS_CIDRS = 40
+FSX_DEPLOYMENT_TYPES = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
+# etcd needs a majority of its members: 3 survive the loss of one, 5 of two; an even count adds no tolerance.
+ETCD_MEMBER_COUNTS = (1, 3, 5)
+DEFAULT_ROOT_VOLUME_GIB = 500  # the tutorial's NodeVolumeSize: room for images and the local compile cache
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
+
+
+NodeCount = Annotated[
+    f.Integer,
+    f.rule(
+        lambda v: v <= MAX_NODES_PER_GROUP,
+        f"{{value}} is above {MAX_NODES_PER_GROUP}",
+        f"use at most {MAX_NODES_PER_GROUP} (EKS's limit per node group)",
+    ),
+]  # the order of min, desired and max is a rule across fields
+
+
+class CapacityReservationInput(Strict):
+    type: f.one_of(("odcr", "capacity-block"), "use odcr or capacity-block")
+    id: f.matching(f.RESERVATION_ID, "'{value}' is not a capacity reservation ID", "use the cr-... ID")
+    az_id: StrictStr = Field(alias="azId")
+
+
+class NodeGroupInput(Strict):
+    name: f.dns_label(32)
+    instance_type: Annotated[
+        StrictStr,
+        f.rule(
+            lambda v: v in catalog.TRAINIUM_TYPES,
+            "'{value}' is not a Trainium type in the catalog",
+            f"use one of {', '.join(catalog.TRAINIUM_TYPES)}",
+        ),
+    ] = Field(alias="instanceType")
+    min_size: NodeCount = Field(alias="minSize")
+    desired_size: NodeCount = Field(alias="desiredSize")
+    max_size: NodeCount = Field(alias="maxSize")
+    efa: f.Boolean | None = None  # None: what the instance type supports
+    root_volume_gib: f.between(100, 16384, "use at least 100 GiB") = Field(DEFAULT_ROOT_VOLUME_GIB, alias="rootVolumeGiB")
+    labels: dict[f.LabelKey, f.LabelValue] = Field(default_factory=dict, max_length=64)
+    capacity_reservation: CapacityReservationInput | None = Field(None, alias="capacityReservation")
+
+
+class QueueInput(Strict):
+    name: Annotated[
+        f.dns_label(),
+        f.rule(lambda v: v != "default", "'{value}' is taken", "use a unique name other than Volcano's built-in 'default'"),
+    ]
+    weight: f.between(1, 65535, "use a positive weight") = 1
+    neuron_share: Annotated[f.Number, f.rule(lambda v: 0 < v <= 1, "{value} is outside (0, 1]", "use a fraction such as 0.5")] = (
+        Field(1.0, alias="neuronShare")
+    )
+
+
+class StackInput(Strict):
+    """Every key of the project's namespace (``trainium-eks:<key>``), as the CLI hands them to the program."""
+
+    environment: f.dns_label(16, "use lowercase letters, digits and '-', e.g. dev")
+    owner: f.TagValue
+    cost_center: f.TagValue = Field(alias="costCenter")
+    trainium_az_id: StrictStr = Field(alias="trainiumAzId")
+    vpc_cidr: f.VpcCidr = Field(alias="vpcCidr")
+    availability_zone_count: f.Integer = Field(alias="availabilityZoneCount")
+    nat_gateways: f.one_of(("single", "perAz"), "use single or perAz") = Field(alias="natGateways")
+    existing_vpc_id: Annotated[
+        StrictStr, f.rule(lambda v: v == "" or bool(f.VPC_ID.match(v)), "'{value}' is not a VPC ID", "use the vpc-... ID")
+    ] = Field(alias="existingVpcId")
+    existing_private_subnet_ids: Annotated[
+        list[f.matching(f.SUBNET_ID, "'{value}' is not a subnet ID", "use subnet-... IDs")],
+        f.Structured,
+        f.rule(lambda v: len(set(v)) == len(v), "lists a subnet twice", "list each subnet once"),
+    ] = Field(alias="existingPrivateSubnetIds")
+    existing_trainium_subnet_id: StrictStr = Field(alias="existingTrainiumSubnetId")
+    kubernetes_version: f.one_of(versions.SUPPORTED_KUBERNETES_VERSIONS) = Field(alias="kubernetesVersion")
+    endpoint_public_access: f.Boolean = Field(alias="endpointPublicAccess")
+    public_access_cidrs: Annotated[
+        list[f.PublicCidr],
+        f.Structured,
+        f.rule(
+            lambda v: len(v) <= MAX_PUBLIC_ACCESS_CIDRS,
+            f"lists more than {MAX_PUBLIC_ACCESS_CIDRS} ranges",
+            "merge ranges; EKS accepts at most 40",
+        ),
+        f.rule(lambda v: len(set(v)) == len(v), "lists a range twice", "list each range once"),
+    ] = Field(alias="publicAccessCidrs")
+    cluster_admin_principal_arns: Annotated[
+        list[f.matching(f.PRINCIPAL_ARN, "'{value}' is not an IAM role or user ARN", "use arn:aws:iam::<account>:role/<name>")],
+        f.Structured,
+    ] = Field(alias="clusterAdminPrincipalArns")
+    system_node_instance_type: Annotated[
+        StrictStr,
+        f.rule(
+            lambda v: v in catalog.GENERAL_TYPES,
+            "'{value}' is not a system type in the catalog",
+            f"use one of {', '.join(catalog.GENERAL_TYPES)}",
+        ),
+    ] = Field(alias="systemNodeInstanceType")
+    system_node_min_size: NodeCount = Field(alias="systemNodeMinSize")
+    system_node_desired_size: NodeCount = Field(alias="systemNodeDesiredSize")
+    system_node_max_size: NodeCount = Field(alias="systemNodeMaxSize")
+    neuron_scheduler_extension: f.Boolean = Field(alias="neuronSchedulerExtension")
+    neuron_monitor: f.Boolean = Field(alias="neuronMonitor")
+    fsx_deployment_type: f.one_of(FSX_DEPLOYMENT_TYPES) = Field(alias="fsxDeploymentType")
+    fsx_storage_capacity_gib: f.Integer = Field(alias="fsxStorageCapacityGiB")  # its steps depend on the type
+    fsx_throughput_per_tib: f.Integer = Field(alias="fsxThroughputPerTiB")
+    fsx_data_repository_path: f.S3Url = Field(alias="fsxDataRepositoryPath")
+    fsx_claim_name: f.dns_label() = Field(alias="fsxClaimName")
+    etcd_members: Annotated[
+        f.Integer,
+        f.rule(
+            lambda v: v in ETCD_MEMBER_COUNTS,
+            "{value} is not 1, 3 or 5",
+            "use an odd count: 1 (no fault tolerance), 3 or 5 (a majority must stay up)",
+        ),
+    ] = Field(alias="etcdMembers")
+    etcd_storage_gib: f.between(1, 100, "8 GiB is plenty for rendezvous") = Field(alias="etcdStorageGiB")
+    ecr_repository_name: StrictStr = Field(alias="ecrRepositoryName")
+    ecr_keep_images: f.between(1, 1000, "keep at least one image") = Field(alias="ecrKeepImages")
+    ecr_untagged_expiry_days: f.between(1, 365, "use a number of days") = Field(alias="ecrUntaggedExpiryDays")
+    tensorboard: f.Boolean
+    job_namespace: Annotated[
+        StrictStr,
+        f.rule(
+            lambda v: bool(f.DNS_LABEL.match(v)) and not v.startswith("kube-"),
+            "'{value}' is not a usable namespace",
+            "use a DNS label outside kube-*, e.g. training",
+        ),
+    ] = Field(alias="jobNamespace")
+    protect_stateful_resources: f.Boolean = Field(alias="protectStatefulResources")
+    trainium_node_groups: Annotated[
+        list[NodeGroupInput],
+        f.Structured,
+        f.rule(bool, "empty", "add at least one Trainium node group"),
+        f.rule(lambda v: len(v) <= MAX_NODE_GROUPS, "too many node groups", f"use at most {MAX_NODE_GROUPS} (EKS's limit)"),
+    ] = Field(alias="trainiumNodeGroups")
+    volcano_queues: Annotated[
+        list[QueueInput],
+        f.Structured,
+        f.rule(bool, "empty", "list at least one queue or remove the key"),
+    ] = Field(default_factory=lambda: [QueueInput(name="trainium")], alias="volcanoQueues")
