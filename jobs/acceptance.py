@@ -10,7 +10,6 @@ etcd-rendezvous   the rendezvous etcd answers torch's client (python-etcd, v2 AP
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ from jobs.launch import (
     whole_node_job,
 )
 from trainium_eks import layout
+from trainium_eks.cli import OneLineParser
 from trainium_eks.contract import PlatformContract
 from trainium_eks.pod_security import restricted_container_security_context, restricted_pod_security_context
 
@@ -174,17 +174,19 @@ CHECKS = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobs.acceptance", description=__doc__.splitlines()[0])
-    parser.add_argument("check", choices=[*CHECKS, "all"])
-    source = parser.add_mutually_exclusive_group(required=True)
+def parser() -> OneLineParser:
+    p = OneLineParser(prog="python -m jobs.acceptance", description=__doc__.splitlines()[0])
+    p.add_argument("check", choices=[*CHECKS, "all"])
+    source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack")
     source.add_argument("--outputs", type=Path)
-    parser.add_argument("--dryrun", action="store_true", help="print the jobs instead of submitting them")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
+    p.add_argument("--dryrun", action="store_true", help="print the jobs instead of submitting them")
+    p.add_argument("--json", action="store_true")
+    return p
 
-    def run() -> None:
+
+def main(argv: list[str] | None = None) -> int:
+    def run(args) -> None:
         contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
         names = list(CHECKS) if args.check == "all" else [args.check]
         jobs = [CHECKS[name](contract) for name in names]
@@ -194,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             for job in jobs:
                 print(f"submitted {job['kind']} {contract.job_namespace}/{submit(job, contract)}")
 
-    return report_bad_input(run)
+    return report_bad_input(parser, argv, run)
 
 
 if __name__ == "__main__":

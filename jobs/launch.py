@@ -12,19 +12,21 @@ job namespace. Exit status: 0 submitted (or printed), 2 bad input (one line on s
 
 from __future__ import annotations
 
-import argparse
 import json
+import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, PositiveInt, StrictStr, StringConstraints, ValidationError
 from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
 from jobs import TRAINING_IMAGE_TAG
 from jobs.components import JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
 from trainium_eks import layout
+from trainium_eks.cli import OneLineParser, UsageError
 from trainium_eks.contract import ContractError, NodeGroup, PlatformContract
 
 DATASET = "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
@@ -44,27 +46,68 @@ class LaunchError(Exception):
     """Bad input to the launcher; the message is one line naming the option and the fix."""
 
 
-@dataclass(frozen=True)
-class JobRequest:
-    name: str
-    nodes: int | None = None
-    workers_per_node: int | None = None
-    node_group: str | None = None
-    queue: str | None = None
-    image_tag: str = TRAINING_IMAGE_TAG
+# A job name becomes the Volcano Job's name (TorchX adds a suffix of up to 14 characters to stay within a
+# 63-character DNS label) and a directory on the shared volume.
+JOB_NAME = re.compile(r"^[a-z]([a-z0-9-]{0,44}[a-z0-9])?$")
+# Docker image tags: up to 128 of letters, digits, '_', '.' and '-', not starting with '.' or '-'.
+IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+class JobRequest(BaseModel):
+    """What the command line asks for, validated once; ``None`` means the option was not given."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Annotated[StrictStr, StringConstraints(pattern=JOB_NAME.pattern)]
+    nodes: PositiveInt | None = None
+    workers_per_node: PositiveInt | None = None
+    node_group: StrictStr | None = None
+    queue: StrictStr | None = None
+    image_tag: Annotated[StrictStr, StringConstraints(pattern=IMAGE_TAG.pattern)] = TRAINING_IMAGE_TAG
     precompile: bool = False
     bf16: bool = True
     training_args: tuple[str, ...] = ()
 
+    @classmethod
+    def from_options(cls, **options) -> JobRequest:
+        try:
+            return cls(**options)
+        except ValidationError as error:
+            raise LaunchError(option_error(error)) from None
 
-def read_outputs(stack: str | None, outputs_file: Path | None) -> dict:
+
+FIXES = {
+    "name": "use lowercase letters, digits and '-', starting with a letter, up to 46 characters",
+    "nodes": "give a whole number of 1 or more",
+    "workers_per_node": "give a whole number of 1 or more",
+    "image_tag": "use letters, digits, '_', '.' and '-', not starting with '.' or '-'",
+}
+
+
+def option_error(error: ValidationError) -> str:
+    """The first validation error as ``--option value: problem; fix``."""
+    detail = error.errors(include_url=False)[0]
+    field = str(detail["loc"][0])
+    return f"--{field.replace('_', '-')} {detail['input']}: {detail['msg'].lower()}; {FIXES.get(field, 'see --help')}"
+
+
+MAX_OUTPUTS_BYTES = 16 * 1024 * 1024  # stack outputs are kilobytes; a whole plan a few megabytes
+
+
+def read_outputs(stack: str | None, outputs_file: Path | None) -> Any:
     if outputs_file is not None:
         try:
-            outputs = json.loads(outputs_file.read_text())
-        except (OSError, json.JSONDecodeError) as error:
-            raise LaunchError(f"--outputs {outputs_file}: not a readable JSON file ({error})") from None
+            if outputs_file.stat().st_size > MAX_OUTPUTS_BYTES:
+                raise LaunchError(
+                    f"--outputs {outputs_file}: larger than {MAX_OUTPUTS_BYTES // 2**20} MiB; is it a stack output file?"
+                )
+            outputs = json.loads(outputs_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as error:
+            reason = type(error).__name__ if isinstance(error, RecursionError) else error
+            raise LaunchError(f"--outputs {outputs_file}: not a readable JSON file ({reason})") from None
         # Also accept a whole `preflight plan --json` object.
-        return outputs["outputs"] if isinstance(outputs.get("outputs"), dict) and "resources" in outputs else outputs
+        is_plan = isinstance(outputs, dict) and isinstance(outputs.get("outputs"), dict) and "resources" in outputs
+        return outputs["outputs"] if is_plan else outputs
     try:
         result = subprocess.run(
             ["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", stack], capture_output=True, text=True
@@ -74,7 +117,10 @@ def read_outputs(stack: str | None, outputs_file: Path | None) -> dict:
     if result.returncode != 0:
         last_line = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise LaunchError(f"--stack {stack}: `pulumi stack output` failed: {last_line}")
-    return json.loads(result.stdout)
+    try:
+        return json.loads(result.stdout)
+    except ValueError:
+        raise LaunchError(f"--stack {stack}: `pulumi stack output --json` printed no JSON") from None
 
 
 def choose_node_group(contract: PlatformContract, name: str | None) -> NodeGroup:
@@ -89,10 +135,8 @@ def choose_node_group(contract: PlatformContract, name: str | None) -> NodeGroup
 def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
     """The Volcano Job for ``request``, validated against the platform's capacity."""
     group = choose_node_group(contract, request.node_group)
-    nodes = request.nodes or min(2, group.desired_size)
-    workers = request.workers_per_node or group.neuron_cores_per_node
-    if nodes < 1 or workers < 1:
-        raise LaunchError("--nodes and --workers-per-node: must be at least 1")
+    nodes = request.nodes if request.nodes is not None else min(2, group.desired_size)
+    workers = request.workers_per_node if request.workers_per_node is not None else group.neuron_cores_per_node
     if workers > group.neuron_cores_per_node:
         raise LaunchError(
             f"--workers-per-node {workers}: a {group.instance_type} has {group.neuron_cores_per_node} "
@@ -220,8 +264,8 @@ def submit(job: dict, contract: PlatformContract) -> str:
     return created["metadata"]["name"]
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m jobs.launch", description=__doc__.splitlines()[0])
+def parser() -> OneLineParser:
+    p = OneLineParser(prog="python -m jobs.launch", description=__doc__.splitlines()[0])
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
     source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
@@ -239,33 +283,30 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def report_bad_input(body) -> int:
-    """Run a command body; bad input becomes one line on stderr and exit status 2."""
+def report_bad_input(make_parser, argv: list[str] | None, body) -> int:
+    """Parse ``argv`` and run the command body; bad input becomes one line on stderr and exit status 2."""
     try:
-        body()
-    except (LaunchError, ContractError) as error:
+        body(make_parser().parse_args(argv))
+    except (UsageError, LaunchError, ContractError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-
-    def run() -> None:
-        contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
-        name = args.name or ("bertcompile" if args.precompile else "berttrain")
-        request = JobRequest(
-            name,
-            args.nodes,
-            args.workers_per_node,
-            args.node_group,
-            args.queue,
-            args.image_tag,
-            args.precompile,
-            args.bf16,
-            tuple(args.training_args),
+    def run(args) -> None:
+        request = JobRequest.from_options(
+            name=args.name if args.name is not None else ("bertcompile" if args.precompile else "berttrain"),
+            nodes=args.nodes,
+            workers_per_node=args.workers_per_node,
+            node_group=args.node_group,
+            queue=args.queue,
+            image_tag=args.image_tag,
+            precompile=args.precompile,
+            bf16=args.bf16,
+            training_args=tuple(args.training_args),
         )
+        contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
         job = volcano_job(contract, request)
         if args.dryrun:
             print(json.dumps(job, indent=2, sort_keys=True) if args.json else yaml.safe_dump(job, sort_keys=False))
@@ -277,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
                 else f"submitted Volcano Job {contract.job_namespace}/{submitted}"
             )
 
-    return report_bad_input(run)
+    return report_bad_input(parser, argv, run)
 
 
 if __name__ == "__main__":

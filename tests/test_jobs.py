@@ -156,8 +156,53 @@ def test_bad_requests_exit_2_with_one_line(tmp_path, args, words):
 
 
 @pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--nodes", "0"], "--nodes 0: input should be greater than 0"),
+        (["--workers-per-node", "0"], "--workers-per-node 0"),
+        (["--name", "../../etc"], "--name ../../etc: string should match pattern"),
+        (["--name", ""], "--name : string should match pattern"),
+        (["--image-tag=.latest"], "--image-tag .latest"),
+        (["--nodes", "two"], "invalid int value"),
+        (["--frobnicate"], "unrecognized arguments"),
+    ],
+)
+def test_bad_options_exit_2_with_one_line(tmp_path, args, words):
+    path, _ = outputs_file(tmp_path)
+    result = run_module("jobs.launch", "--outputs", str(path), "--dryrun", *args)
+    assert result.returncode == 2, result.stdout
+    assert result.stderr.strip().count("\n") == 0 and words in result.stderr, result.stderr
+    assert "usage:" not in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("module", ["jobs.launch", "jobs.acceptance"])
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        ("[1, 2]", "expected a JSON object"),
+        ("{not json", "not a readable JSON file"),
+        (b"\xff\xfe\x00binary", "not a readable JSON file"),
+        ("[" * 100_000 + "]" * 100_000, "not a readable JSON file"),
+    ],
+)
+def test_unreadable_outputs_exit_2_with_one_line(tmp_path, module, content, words):
+    path = tmp_path / "outputs.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    args = ["all"] if module == "jobs.acceptance" else []
+    result = run_module(module, *args, "--outputs", str(path), "--dryrun")
+    assert result.returncode == 2 and words in result.stderr, result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
     ("edit", "words"),
     [
+        (lambda o: o.update(trainiumNodeGroups="trn1"), "trainiumNodeGroups: input should be a valid tuple"),
+        (lambda o: o["trainiumNodeGroups"][0].update(desiredSize="two"), "trainiumNodeGroups.0.desiredSize"),
+        (lambda o: o["trainiumNodeGroups"][0].pop("nodeSelector"), "trainiumNodeGroups.0.nodeSelector: field required"),
+        (lambda o: o.update(trainiumNodeGroups=[]), "trainiumNodeGroups: tuple should have at least 1 item"),
+        (lambda o: o.update(nodeTaints=[{"key": 1}]), "nodeTaints.0.key"),
+        (lambda o: o.update(etcdEndpoint=None), "etcdEndpoint: input should be a valid string"),
         (lambda o: o.pop("etcdEndpoint"), "etcdEndpoint: missing"),
         (lambda o: o.update(contractVersion="2.0.0"), "publishes 2.0.0"),
         (lambda o: o.pop("contractVersion"), "not the outputs of a trainium-eks stack"),

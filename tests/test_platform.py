@@ -50,6 +50,18 @@ def test_contract_keys_are_stable(stack_plan):
     assert PlatformContract.from_outputs(stack_plan.outputs).cluster_name == stack_plan.outputs["clusterName"]
 
 
+def test_the_readme_lists_the_contract_as_declared():
+    from preflight.stackfile import REPO_ROOT
+
+    section = (REPO_ROOT / "README.md").read_text().split("## The output contract")[1].split("\n## ")[0]
+    assert f"contract version `{CONTRACT_VERSION}`" in section
+    undocumented = [key for key in KEYS if f"`{key}`" not in section]
+    assert not undocumented, f"README's output contract misses {undocumented}"
+    for key, introduced in KEYS.items():
+        if introduced != "1.0.0":
+            assert f"`{key}`" in section.split(f"({introduced}")[0], f"README does not say {key} came in {introduced}"
+
+
 def test_kubeconfig_is_secret(stack_plan):
     assert stack_plan.outputs["kubeconfig"] == "[secret]"
 

@@ -1,59 +1,146 @@
 """The platform's output contract: the stack outputs other teams and the job launcher rely on.
 
+Declared once, as the frozen model ``PlatformContract``: each output's key (the field's alias), type and the
+contract version that introduced it (``since``). ``KEYS`` and the checks derive from it; the platform's
+outputs, the README's table and the consumers are tested against it.
+
 Semantic versioning: a new key is a minor bump; renaming, removing or changing the meaning of a key is a major
 bump. A consumer accepts any platform whose major version equals the one it was written for and whose minor
-version is at least the one that introduced the keys it reads.
+version is at least the one that introduced the keys it reads. Keys of a newer minor version are ignored.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, PositiveInt, StrictStr, ValidationError
 
 CONTRACT_VERSION = "1.1.0"
+FIRST = "1.0.0"
 
-# Key -> the contract version that introduced it.
-KEYS: Mapping[str, str] = {
-    **dict.fromkeys(
-        (
-            "contractVersion",
-            "environment",
-            "region",
-            "clusterName",
-            "clusterEndpoint",
-            "kubeconfig",
-            "oidcProviderArn",
-            "clusterSecurityGroupId",
-            "vpcId",
-            "privateSubnetIds",
-            "trainiumSubnetId",
-            "trainiumAvailabilityZone",
-            "trainiumAzId",
-            "trainiumNodeGroups",
-            "nodeTaints",
-            "volcanoQueues",
-            "etcdEndpoint",
-            "jobNamespace",
-            "fsxClaimName",
-            "fsxFileSystemId",
-            "fsxMountPath",
-            "datasetsPath",
-            "checkpointsPath",
-            "neuronCompileCachePath",
-            "tensorboardLogPath",
-            "ecrRepositoryUrl",
-            "tensorboardService",
-        ),
-        "1.0.0",
-    ),
-    "fsxDnsName": "1.1.0",
-    "fsxMountName": "1.1.0",
-}
+
+def since(version: str, **field: Any) -> Any:
+    return Field(json_schema_extra={"since": version}, **field)
 
 
 class ContractError(Exception):
     """Stack outputs that do not satisfy the contract; the message is one line naming the key and the fix."""
+
+
+class Entry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NodeGroup(Entry):
+    name: StrictStr
+    instance_type: StrictStr = Field(alias="instanceType")
+    min_size: NonNegativeInt = Field(alias="minSize")
+    desired_size: NonNegativeInt = Field(alias="desiredSize")
+    max_size: PositiveInt = Field(alias="maxSize")
+    neuron_devices_per_node: PositiveInt = Field(alias="neuronDevicesPerNode")
+    neuron_cores_per_node: PositiveInt = Field(alias="neuronCoresPerNode")
+    efa_interfaces_per_node: NonNegativeInt = Field(alias="efaInterfacesPerNode")
+    vcpus_per_node: PositiveInt = Field(alias="vcpusPerNode")
+    memory_gib_per_node: PositiveInt = Field(alias="memoryGiBPerNode")
+    node_selector: dict[StrictStr, StrictStr] = Field(alias="nodeSelector")
+
+
+class Taint(Entry):
+    key: StrictStr
+    value: StrictStr
+    effect: StrictStr
+
+
+class Queue(Entry):
+    name: StrictStr
+    weight: float
+    capability: dict[StrictStr, float]
+
+
+def _readable_kubeconfig(value: Any) -> Any:
+    """A kubeconfig is JSON; anything else (``[secret]`` when secrets are hidden) means there is none to use."""
+    return value if isinstance(value, str) and value.startswith("{") else None
+
+
+Text = StrictStr
+
+
+class PlatformContract(BaseModel):
+    """The outputs, checked and typed. ``kubeconfig`` is None when the outputs hold no readable secret."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    contract_version: Text = since(FIRST, alias="contractVersion")
+    environment: Text = since(FIRST)
+    region: Text = since(FIRST)
+    cluster_name: Text = since(FIRST, alias="clusterName")
+    cluster_endpoint: Text = since(FIRST, alias="clusterEndpoint")
+    kubeconfig: Annotated[str | None, BeforeValidator(_readable_kubeconfig)] = since(FIRST)
+    oidc_provider_arn: Text = since(FIRST, alias="oidcProviderArn")
+    cluster_security_group_id: Text = since(FIRST, alias="clusterSecurityGroupId")
+    vpc_id: Text = since(FIRST, alias="vpcId")
+    private_subnet_ids: tuple[Text, ...] = since(FIRST, alias="privateSubnetIds")
+    trainium_subnet_id: Text = since(FIRST, alias="trainiumSubnetId")
+    trainium_availability_zone: Text = since(FIRST, alias="trainiumAvailabilityZone")
+    trainium_az_id: Text = since(FIRST, alias="trainiumAzId")
+    node_groups: tuple[NodeGroup, ...] = since(FIRST, alias="trainiumNodeGroups", min_length=1)
+    node_taints: tuple[Taint, ...] = since(FIRST, alias="nodeTaints")
+    volcano_queues: tuple[Queue, ...] = since(FIRST, alias="volcanoQueues", min_length=1)
+    etcd_endpoint: Text = since(FIRST, alias="etcdEndpoint")
+    job_namespace: Text = since(FIRST, alias="jobNamespace")
+    fsx_claim_name: Text = since(FIRST, alias="fsxClaimName")
+    fsx_file_system_id: Text = since(FIRST, alias="fsxFileSystemId")
+    fsx_dns_name: Text | None = since("1.1.0", default=None, alias="fsxDnsName")
+    fsx_mount_name: Text | None = since("1.1.0", default=None, alias="fsxMountName")
+    fsx_mount_path: Text = since(FIRST, alias="fsxMountPath")
+    datasets_path: Text = since(FIRST, alias="datasetsPath")
+    checkpoints_path: Text = since(FIRST, alias="checkpointsPath")
+    neuron_compile_cache_path: Text = since(FIRST, alias="neuronCompileCachePath")
+    tensorboard_log_path: Text = since(FIRST, alias="tensorboardLogPath")
+    ecr_repository_url: Text = since(FIRST, alias="ecrRepositoryUrl")
+    tensorboard_service: Text = since(FIRST, alias="tensorboardService")  # empty when TensorBoard is off
+
+    @property
+    def version(self) -> str:
+        return self.contract_version
+
+    @property
+    def queues(self) -> tuple[str, ...]:
+        return tuple(q.name for q in self.volcano_queues)
+
+    def tolerations(self) -> list[dict]:
+        """Kubernetes tolerations for the platform's node taints (what pods on Trainium nodes need)."""
+        return [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in self.node_taints]
+
+    @classmethod
+    def from_outputs(cls, outputs: Any, *, requires: str = CONTRACT_VERSION) -> PlatformContract:
+        """Check ``outputs`` (``pulumi stack output --json --show-secrets``) against contract ``requires``."""
+        if not isinstance(outputs, Mapping):
+            raise ContractError(f"outputs: expected a JSON object of stack outputs, got {type(outputs).__name__}")
+        if "contractVersion" not in outputs:
+            raise ContractError("contractVersion: missing; these are not the outputs of a trainium-eks stack")
+        have, want = _version(outputs["contractVersion"]), _version(requires)
+        if have[0] != want[0] or have < want:
+            raise ContractError(
+                f"contractVersion: the stack publishes {outputs['contractVersion']}, this consumer needs "
+                f"{requires} (same major, minor at least); upgrade the platform stack or the consumer"
+            )
+        missing = [key for key, introduced in KEYS.items() if _version(introduced) <= want and key not in outputs]
+        if missing:
+            raise ContractError(
+                f"{missing[0]}: missing from contract {outputs['contractVersion']} outputs; "
+                "the stack was changed without a contract version bump"
+            )
+        try:
+            return cls.model_validate(outputs)
+        except ValidationError as error:
+            detail = error.errors(include_url=False)[0]
+            where = ".".join(str(part) for part in detail["loc"])
+            raise ContractError(
+                f"{where}: {detail['msg'].lower()}; the outputs do not match contract {outputs['contractVersion']} "
+                "(read them again with `pulumi stack output --json --show-secrets`)"
+            ) from None
 
 
 def _version(text: Any) -> tuple[int, int]:
@@ -64,101 +151,7 @@ def _version(text: Any) -> tuple[int, int]:
         raise ContractError(f"contractVersion: '{text}' is not a version; is this a trainium-eks stack?") from None
 
 
-@dataclass(frozen=True)
-class NodeGroup:
-    name: str
-    instance_type: str
-    min_size: int
-    desired_size: int
-    max_size: int
-    neuron_devices_per_node: int
-    neuron_cores_per_node: int
-    efa_interfaces_per_node: int
-    vcpus_per_node: int
-    memory_gib_per_node: int
-    node_selector: Mapping[str, str]
-
-
-@dataclass(frozen=True)
-class PlatformContract:
-    """The outputs, checked and typed. ``kubeconfig`` is None when the outputs hold no readable secret."""
-
-    version: str
-    region: str
-    cluster_name: str
-    kubeconfig: str | None
-    node_groups: tuple[NodeGroup, ...]
-    node_taints: tuple[Mapping[str, str], ...]
-    queues: tuple[str, ...]
-    etcd_endpoint: str
-    job_namespace: str
-    fsx_claim_name: str
-    fsx_file_system_id: str
-    fsx_dns_name: str
-    fsx_mount_name: str
-    fsx_mount_path: str
-    datasets_path: str
-    checkpoints_path: str
-    neuron_compile_cache_path: str
-    tensorboard_log_path: str
-    ecr_repository_url: str
-
-    def tolerations(self) -> list[dict]:
-        """Kubernetes tolerations for the platform's node taints (what pods on Trainium nodes need)."""
-        return [{"key": t["key"], "operator": "Equal", "value": t["value"], "effect": t["effect"]} for t in self.node_taints]
-
-    @classmethod
-    def from_outputs(cls, outputs: Mapping[str, Any], *, requires: str = CONTRACT_VERSION) -> PlatformContract:
-        """Check ``outputs`` (``pulumi stack output --json --show-secrets``) against contract ``requires``."""
-        if "contractVersion" not in outputs:
-            raise ContractError("contractVersion: missing; these are not the outputs of a trainium-eks stack")
-        have, want = _version(outputs["contractVersion"]), _version(requires)
-        if have[0] != want[0] or have < want:
-            raise ContractError(
-                f"contractVersion: the stack publishes {outputs['contractVersion']}, this consumer needs "
-                f"{requires} (same major, minor at least); upgrade the platform stack or the consumer"
-            )
-        needed = [key for key, since in KEYS.items() if _version(since) <= want]
-        missing = [key for key in needed if key not in outputs]
-        if missing:
-            raise ContractError(
-                f"{missing[0]}: missing from contract {outputs['contractVersion']} outputs; "
-                "the stack was changed without a contract version bump"
-            )
-        kubeconfig = outputs["kubeconfig"]
-        return cls(
-            version=str(outputs["contractVersion"]),
-            region=outputs["region"],
-            cluster_name=outputs["clusterName"],
-            kubeconfig=kubeconfig if isinstance(kubeconfig, str) and kubeconfig.startswith("{") else None,
-            node_groups=tuple(
-                NodeGroup(
-                    name=g["name"],
-                    instance_type=g["instanceType"],
-                    min_size=int(g["minSize"]),
-                    desired_size=int(g["desiredSize"]),
-                    max_size=int(g["maxSize"]),
-                    neuron_devices_per_node=int(g["neuronDevicesPerNode"]),
-                    neuron_cores_per_node=int(g["neuronCoresPerNode"]),
-                    efa_interfaces_per_node=int(g["efaInterfacesPerNode"]),
-                    vcpus_per_node=int(g["vcpusPerNode"]),
-                    memory_gib_per_node=int(g["memoryGiBPerNode"]),
-                    node_selector=dict(g["nodeSelector"]),
-                )
-                for g in outputs["trainiumNodeGroups"]
-            ),
-            node_taints=tuple(dict(t) for t in outputs["nodeTaints"]),
-            queues=tuple(q["name"] for q in outputs["volcanoQueues"]),
-            etcd_endpoint=outputs["etcdEndpoint"],
-            job_namespace=outputs["jobNamespace"],
-            fsx_claim_name=outputs["fsxClaimName"],
-            fsx_file_system_id=outputs["fsxFileSystemId"],
-            fsx_dns_name=outputs["fsxDnsName"],
-            fsx_mount_name=outputs["fsxMountName"],
-            fsx_mount_path=outputs["fsxMountPath"],
-            datasets_path=outputs["datasetsPath"],
-            checkpoints_path=outputs["checkpointsPath"],
-            neuron_compile_cache_path=outputs["neuronCompileCachePath"],
-            tensorboard_log_path=outputs["tensorboardLogPath"],
-            ecr_repository_url=outputs["ecrRepositoryUrl"],
-        )
+# Key -> the contract version that introduced it.
+KEYS: Mapping[str, str] = {
+    field.alias or name: field.json_schema_extra["since"] for name, field in PlatformContract.model_fields.items()
+}
