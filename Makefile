@@ -7,9 +7,10 @@ STACK  ?= dev
 
 .PHONY: preview plan-json test lint bench image constraints clean
 
-$(STAMP): requirements.txt requirements-dev.txt constraints.txt
+$(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --editable .
 	touch $@
 
 ## preview: the resource tree of STACK (default dev), evaluated offline
@@ -41,7 +42,7 @@ clean:
 
 ## bench: engine speed figures (check --all, large generated stacks) and job recovery timings
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_preflight.py
+	$(BIN)/python -m benchmarks.bench_preflight
 	$(BIN)/python -m benchmarks.bench_recovery
 
 ## image: build and push the training image to the stack's ECR repository (needs Docker and AWS credentials)

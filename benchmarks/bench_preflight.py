@@ -18,10 +18,9 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from preflight import check, engine, stackfile
 
-from preflight import check, engine, stackfile  # noqa: E402
+ROOT = stackfile.REPO_ROOT
 
 RUNS = 3
 NODE_GROUPS = 20

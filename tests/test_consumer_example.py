@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import json
 import runpy
-import sys
 
 import pulumi
 import pytest
@@ -46,11 +45,10 @@ def run_example(outputs: dict) -> dict:
             "team-namespace:neuronShare": "0.5",
         }
     )
-    sys.path.insert(0, str(EXAMPLE))
     try:
-        pulumi.runtime.test(lambda: runpy.run_path(str(EXAMPLE / "__main__.py"), run_name="__main__"))()
+        # Run the folder as Python runs a program folder: its __main__.py, with the folder importable.
+        pulumi.runtime.test(lambda: runpy.run_path(str(EXAMPLE), run_name="__main__"))()
     finally:
-        sys.path.remove(str(EXAMPLE))
         gc.collect()  # as preflight.engine.evaluate does: finalise the SDK's leftovers at a safe point
     return {
         (r.urn.rsplit("::", 2)[1].rsplit("$", 1)[-1], r.urn.rsplit("::", 1)[1]): r.state

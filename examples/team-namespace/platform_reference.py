@@ -7,15 +7,11 @@ version, fails the deployment with one line naming the key and both versions.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pulumi
 
-# The contract module lives in the platform repository; a team outside it would vendor this one file.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from trainium_eks.contract import ContractError, PlatformContract  # noqa: E402
+# The platform's package (requirements.txt installs it from this repository; a team outside it pins the
+# platform repository at a release tag instead).
+from trainium_eks.contract import ContractError, PlatformContract
 
 REQUIRES = "1.1.0"  # the contract version whose keys this program reads (fsxDnsName, fsxMountName)
 

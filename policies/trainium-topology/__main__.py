@@ -3,11 +3,6 @@
 The rules live in policies/rules and are assembled in policies/packs.py; this file only serves the pack.
 """
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: policies/, trainium_eks/
-
-from policies.packs import serve  # noqa: E402
+from policies.packs import serve  # the repository's package, installed into the pack's virtualenv
 
 serve("trainium-topology")
