@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
 from collections.abc import Iterator
 
 from policies.rules import Violation, describe
+from policies.rules.network import internet_covered, internet_exposures, parse_cidrs, sources_of, traffic_of
 from trainium_eks.graph import Graph, Node, dig, is_unknown, known
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -40,7 +40,6 @@ POD = "kubernetes:core/v1:Pod"
 CRON_JOB = "kubernetes:batch/v1:CronJob"
 STATEFUL_TYPES = (FSX, ECR, KMS_KEY, EKS_COMPONENT, EKS_CLUSTER)
 CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
-WORLD = ("0.0.0.0/0", "::/0")
 EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
 INTERNAL_LB_ANNOTATIONS = {
     "service.beta.kubernetes.io/aws-load-balancer-internal": ("true",),
@@ -124,33 +123,31 @@ def endpoint_public_access(node: Node, config: dict) -> Iterator[Violation]:
         public = True  # pulumi-eks's default
     if is_unknown(public) or not public:
         return
-    cidrs = props.get("publicAccessCidrs") or []
     if not config.get("allowPublicEndpoint", False):
         yield Violation(
             node.urn,
             f"{describe(node)} has a public API endpoint, which this stack's policy config forbids; "
             "set endpointPublicAccess to false and reach the API from the VPC",
         )
-    elif known(cidrs) and (not cidrs or any(c in WORLD for c in cidrs)):
+        return
+    given = props.get("publicAccessCidrs")
+    cidrs = parse_cidrs(given, "publicAccessCidrs")
+    if cidrs.malformed:
         yield Violation(
             node.urn,
-            f"{describe(node)} has a public API endpoint open to the internet; restrict publicAccessCidrs to known ranges",
+            f"{describe(node)} has values that are not CIDRs ({'; '.join(cidrs.malformed)}); write each range as "
+            "address/prefix, e.g. 203.0.113.0/24",
         )
-
-
-def _world_cidrs(rule: dict) -> list[str]:
-    cidrs = [*(rule.get("cidrBlocks") or []), *(rule.get("ipv6CidrBlocks") or [])]
-    for key in ("cidrIpv4", "cidrIpv6"):
-        if rule.get(key):
-            cidrs.append(rule[key])
-    return [c for c in cidrs if isinstance(c, str) and not is_unknown(c) and _is_world(c)]
-
-
-def _is_world(cidr: str) -> bool:
-    try:
-        return ipaddress.ip_network(cidr, strict=False).prefixlen == 0
-    except ValueError:
-        return False
+    if given in (None, []):
+        open_to = "no publicAccessCidrs, which EKS reads as 0.0.0.0/0"
+    else:
+        open_to = ", ".join(f"publicAccessCidrs cover {internet}" for internet in internet_covered(cidrs.networks))
+    if open_to:
+        yield Violation(
+            node.urn,
+            f"{describe(node)} has a public API endpoint open to the internet ({open_to}); "
+            "restrict publicAccessCidrs to known ranges",
+        )
 
 
 def no_world_ingress(node: Node, config: dict) -> Iterator[Violation]:
@@ -160,15 +157,33 @@ def no_world_ingress(node: Node, config: dict) -> Iterator[Violation]:
         rules = [node.props] if node.props.get("type") == "ingress" else []
     else:
         rules = [node.props]
-    for rule in rules:
-        if known(rule) and _world_cidrs(rule):
-            ports = f"{rule.get('fromPort')}-{rule.get('toPort')}"
+    readable = []
+    for rule in rules if isinstance(rules, list) else []:
+        traffic = traffic_of(rule) if isinstance(rule, dict) else None
+        if traffic is None:
+            continue
+        sources = sources_of(rule)
+        if sources.malformed:
             yield Violation(
                 node.urn,
-                f"{describe(node)} allows ingress from {', '.join(_world_cidrs(rule))} on "
-                f"{rule.get('protocol', rule.get('ipProtocol'))} {ports}; restrict the source to known "
-                "ranges or security groups",
+                f"{describe(node)} has ingress sources that are not CIDRs ({'; '.join(sources.malformed)}); write each "
+                "range as address/prefix, e.g. 10.0.0.0/16",
             )
+        if traffic.ports is None:
+            yield Violation(
+                node.urn,
+                f"{describe(node)} has a {traffic.protocol} ingress rule whose ports {rule.get('fromPort')!r}-"
+                f"{rule.get('toPort')!r} are not a port range; use whole ports 0-65535 with fromPort <= toPort",
+            )
+        readable.append((traffic, sources.networks))
+    # Rules add up: two halves of the internet in two rules on the same port let the whole internet in.
+    for exposure in internet_exposures(readable):
+        yield Violation(
+            node.urn,
+            f"{describe(node)} allows ingress from the whole IPv{exposure.internet.version} internet "
+            f"({', '.join(map(str, exposure.networks))}) on {exposure.traffic}; restrict the source to known "
+            "ranges or security groups",
+        )
 
 
 def _statements(document) -> list[dict]:

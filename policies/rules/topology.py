@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 
 from policies.rules import Violation, describe
+from policies.rules.network import ALL_PROTOCOLS, GroupRule, PortRange, group_rules
 from policies.rules.trainium import (
     PLACEMENT_GROUP,
     SECURITY_GROUP,
@@ -27,7 +28,7 @@ QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
 NEURON_AMI_TYPES = ("AL2023_x86_64_NEURON",)
 NEURON_CHART = "neuron-helm-chart"
 EFA_CHART = "aws-efa-k8s-device-plugin"
-LUSTRE_PORT_RANGES = ((988, 988), (1018, 1023))
+LUSTRE_PORT_RANGES = (PortRange(988, 988), PortRange(1018, 1023))
 ETCD_IMAGE = re.compile(r"(^|/)etcd(:|@|$)")
 ETCD_PINNED_3_5 = re.compile(r":v3\.5\.\d+$")
 RESERVATION_AZ_TAG = layout.CAPACITY_RESERVATION_AZ_TAG
@@ -136,53 +137,13 @@ def neuron_ami(node: Node, config: dict) -> Iterator[Violation]:
         )
 
 
-SEPARATE_RULE_TYPES = {
-    "ingress": "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
-    "egress": "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
-}
+def _covers(rule: GroupRule, ports: PortRange) -> bool:
+    traffic = rule.traffic
+    return traffic.protocol in (ALL_PROTOCOLS, "tcp") and traffic.ports is not None and traffic.ports.covers(ports)
 
 
-def _rules(graph: Graph, group: Node, direction: str) -> list[dict] | None:
-    """A security group's rules in one direction, inline or as separate rule resources, as
-    ``{"protocol", "fromPort", "toPort", "self", "others"}``; None while the inline rules are unknown."""
-    inline = group.props.get(direction) or []
-    if not known(inline):
-        return None
-    rules = [
-        {
-            "protocol": str(r.get("protocol")),
-            "fromPort": r.get("fromPort", -1),
-            "toPort": r.get("toPort", -1),
-            "self": r.get("self") is True,
-            "others": bool(r.get("securityGroups") or r.get("cidrBlocks") or r.get("ipv6CidrBlocks")),
-        }
-        for r in inline
-    ]
-    for rule in graph.of_type(SEPARATE_RULE_TYPES[direction]):
-        if group not in rule.linked("securityGroupId"):
-            continue
-        referenced = rule.linked("referencedSecurityGroupId")
-        rules.append(
-            {
-                "protocol": str(rule.props.get("ipProtocol")),
-                "fromPort": rule.props.get("fromPort", -1),
-                "toPort": rule.props.get("toPort", -1),
-                "self": group in referenced,
-                "others": bool([r for r in referenced if r is not group] or rule.props.get("cidrIpv4")),
-            }
-        )
-    return rules
-
-
-def _covers(rule: dict, low: int, high: int) -> bool:
-    if rule["protocol"] in ("-1", "all"):
-        return True
-    ports = (rule["fromPort"], rule["toPort"])
-    return rule["protocol"] in ("tcp", "6") and known(ports) and int(ports[0]) <= low and int(ports[1]) >= high
-
-
-def _self_all_traffic(rules: list[dict]) -> bool:
-    return any(r["self"] and r["protocol"] in ("-1", "all") for r in rules)
+def _self_all_traffic(rules: list[GroupRule]) -> bool:
+    return any(r.names_itself and r.traffic.protocol == ALL_PROTOCOLS for r in rules)
 
 
 def efa_security_group_self_traffic(graph: Graph, config: dict) -> Iterator[Violation]:
@@ -190,7 +151,7 @@ def efa_security_group_self_traffic(graph: Graph, config: dict) -> Iterator[Viol
         if not group.spec.supports_efa or group.launch_template is None:
             continue
         groups = group.launch_template.linked("networkInterfaces", SECURITY_GROUP)
-        rules = [(_rules(graph, sg, "ingress"), _rules(graph, sg, "egress")) for sg in groups]
+        rules = [(group_rules(graph, sg, "ingress"), group_rules(graph, sg, "egress")) for sg in groups]
         if any(ingress is None or egress is None for ingress, egress in rules):
             continue
         if not any(_self_all_traffic(ingress) and _self_all_traffic(egress) for ingress, egress in rules):
@@ -230,20 +191,19 @@ def fsx_in_trainium_az(graph: Graph, config: dict) -> Iterator[Violation]:
 
 def fsx_lustre_ports(graph: Graph, config: dict) -> Iterator[Violation]:
     for fsx in graph.of_type(FSX):
-        per_group = [_rules(graph, sg, "ingress") for sg in fsx.linked("securityGroupIds", SECURITY_GROUP)]
+        per_group = [group_rules(graph, sg, "ingress") for sg in fsx.linked("securityGroupIds", SECURITY_GROUP)]
         if None in per_group:
             continue
-        rules = [r for group_rules in per_group for r in group_rules]
-        for low, high in LUSTRE_PORT_RANGES:
-            covering = [r for r in rules if _covers(r, low, high)]
-            ports = str(low) if low == high else f"{low}-{high}"
-            if not any(r["self"] for r in covering):
+        rules = [r for rules_of_group in per_group for r in rules_of_group]
+        for ports in LUSTRE_PORT_RANGES:
+            covering = [r for r in rules if _covers(r, ports)]
+            if not any(r.names_itself for r in covering):
                 yield Violation(
                     fsx.urn,
                     f"{describe(fsx)}: its security groups do not allow TCP {ports} between the file "
                     "system's own servers; add a self-referencing ingress rule",
                 )
-            if not any(r["others"] for r in covering):
+            if not any(r.names_others for r in covering):
                 yield Violation(
                     fsx.urn,
                     f"{describe(fsx)}: its security groups do not allow TCP {ports} from the nodes; "

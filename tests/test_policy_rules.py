@@ -1,0 +1,371 @@
+"""The policy rules on hand-built graphs: each rule's branches, values unknown in a preview, malformed values.
+
+Props use the engine's wire names (camelCase) with numbers as floats, as the packs receive them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from policies.rules import cost, security, topology
+from policies.rules.network import internet_covered, parse_cidrs
+from policies.rules.trainium import LAUNCH_TEMPLATE, NODE_GROUP, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
+from trainium_eks.graph import UNKNOWN, Graph, Node
+
+EKS, SG_RULE, VPC_RULE = security.EKS_COMPONENT, security.SECURITY_GROUP_RULE, security.VPC_INGRESS_RULE
+VPC_EGRESS_RULE = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+TAINT = {"key": "aws.amazon.com/neuron", "value": "true", "effect": "NO_SCHEDULE"}
+TOLERATION = {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}
+ABSENT = object()
+
+
+def node(type_: str, props: dict | None = None, name: str = "r", **links: list[Node]) -> Node:
+    urn = f"urn:pulumi:test::trainium-eks::{type_}::{name}"
+    return Node(urn, type_, name, props or {}, provider_props={"region": "us-east-1"}, property_dependencies=links)
+
+
+def expect(violations, *fragments: str) -> None:
+    """One violation per fragment, in order, each containing its fragment."""
+    found = [v.message for v in violations]
+    assert len(found) == len(fragments) and all(f in m for f, m in zip(fragments, found, strict=True)), found
+
+
+def case(id_: str, policy_rule, type_: str, props: dict, *fragments: str, config: dict | None = None):
+    return pytest.param(policy_rule, type_, props, config or {}, fragments, id=id_)
+
+
+def endpoint(id_: str, cidrs, *fragments: str):
+    """An EKS endpoint that is public where the stack allows it, with ``cidrs`` as its publicAccessCidrs."""
+    props = {"endpointPublicAccess": True} | ({} if cidrs is ABSENT else {"publicAccessCidrs": cidrs})
+    return case(id_, security.endpoint_public_access, EKS, props, *fragments, config=ALLOWED)
+
+
+def rule(protocol: str, low: float, high: float, *cidrs: str, **extra) -> dict:
+    return {"protocol": protocol, "fromPort": float(low), "toPort": float(high), "cidrBlocks": list(cidrs), **extra}
+
+
+def ingress(id_: str, props: dict, *fragments: str, type_: str = SECURITY_GROUP):
+    return case(id_, security.no_world_ingress, type_, props, *fragments)
+
+
+def group(*rules: dict) -> dict:
+    return {"ingress": list(rules)}
+
+
+ALLOWED = {"allowPublicEndpoint": True}
+AWS_CLUSTER_HALVES = {"vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["0.0.0.0/1", "128.0.0.0/1"]}}
+NETWORK_CASES = [
+    # eks-endpoint-public-access: CIDR sets by what they cover, per address family
+    case("forbidden-by-default", security.endpoint_public_access, EKS, {}, "forbids"),
+    case("private", security.endpoint_public_access, EKS, {"endpointPublicAccess": False}),
+    case("public-unknown", security.endpoint_public_access, EKS, {"endpointPublicAccess": UNKNOWN}),
+    endpoint("restricted", ["203.0.113.0/24"]),
+    endpoint("no-cidrs", ABSENT, "no publicAccessCidrs"),
+    endpoint("empty-cidrs", [], "no publicAccessCidrs"),
+    endpoint("world", ["0.0.0.0/0"], "publicAccessCidrs cover 0.0.0.0/0"),
+    endpoint("world-with-host-bits", ["10.1.2.3/0"], "cover 0.0.0.0/0"),
+    endpoint("halves", ["0.0.0.0/1", "128.0.0.0/1"], "cover 0.0.0.0/0"),
+    endpoint("overlapping-pieces", ["0.0.0.0/2", "64.0.0.0/2", "10.0.0.0/8", "128.0.0.0/1"], "cover 0.0.0.0/0"),
+    endpoint("ipv6-halves", ["::/1", "8000::/1"], "cover ::/0"),
+    endpoint("halves-of-two-families", ["0.0.0.0/1", "8000::/1"]),
+    endpoint("a-quarter-short", ["0.0.0.0/1", "128.0.0.0/2"]),
+    endpoint("known-half-and-unknown", ["0.0.0.0/1", UNKNOWN]),
+    endpoint("known-world-and-unknown", ["0.0.0.0/1", "128.0.0.0/1", UNKNOWN], "cover 0.0.0.0/0"),
+    endpoint("unknown-list", UNKNOWN),
+    endpoint("not-a-list", "0.0.0.0/0", "publicAccessCidrs '0.0.0.0/0' (not a list)"),
+    endpoint("not-a-string", [10.0], "publicAccessCidrs entry 10.0"),
+    endpoint("bad-cidr", ["10.0.0.0/33", "203.0.113.0/24"], "publicAccessCidrs entry '10.0.0.0/33'"),
+    endpoint("bad-cidr-and-world", ["nonsense", "0.0.0.0/0"], "entry 'nonsense'", "cover 0.0.0.0/0"),
+    case(
+        "aws-cluster",
+        security.endpoint_public_access,
+        security.EKS_CLUSTER,
+        AWS_CLUSTER_HALVES,
+        "cover 0.0.0.0/0",
+        config=ALLOWED,
+    ),
+    # security-group-no-world-ingress: sources add up per protocol and port range
+    ingress("tcp-22-world", group(rule("tcp", 22, 22, "0.0.0.0/0")), "IPv4 internet (0.0.0.0/0) on tcp 22;"),
+    ingress("restricted", group(rule("tcp", 22, 22, "10.0.0.0/8"))),
+    ingress("halves-1-rule", group(rule("tcp", 22, 22, "0.0.0.0/1", "128.0.0.0/1")), "(0.0.0.0/1, 128.0.0.0/1) on tcp 22;"),
+    ingress("halves-2-rules", group(rule("tcp", 22, 22, "0.0.0.0/1"), rule("tcp", 22, 22, "128.0.0.0/1")), "on tcp 22;"),
+    ingress("halves-on-two-ports", group(rule("tcp", 22, 22, "0.0.0.0/1"), rule("tcp", 443, 443, "128.0.0.0/1"))),
+    ingress("halves-on-two-protocols", group(rule("tcp", 53, 53, "0.0.0.0/1"), rule("udp", 53, 53, "128.0.0.0/1"))),
+    ingress("range-and-port", group(rule("tcp", 0, 65535, "0.0.0.0/1"), rule("tcp", 22, 22, "128.0.0.0/1")), "on tcp 22;"),
+    ingress("overlapping-ranges", group(rule("tcp", 20, 30, "0.0.0.0/1"), rule("tcp", 25, 40, "128.0.0.0/1")), "on tcp 25-30;"),
+    ingress("widest-range", group(rule("tcp", 0, 65535, "0.0.0.0/0"), rule("tcp", 22, 22, "10.0.0.0/8")), "on tcp 0-65535;"),
+    ingress("all-protocols-and-tcp", group(rule("-1", 0, 0, "0.0.0.0/1"), rule("tcp", 443, 443, "128.0.0.0/1")), "on tcp 443;"),
+    ingress("all-ipv6", group(rule("all", 0, 0, ipv6CidrBlocks=["::/0"])), "IPv6 internet (::/0) on all traffic;"),
+    ingress("both-families", group(rule("-1", 0, 0, "0.0.0.0/0", ipv6CidrBlocks=["::/0"])), "IPv4 internet", "IPv6 internet"),
+    ingress("protocol-number", group(rule("6", 22, 22, "0.0.0.0/0")), "on tcp 22;"),
+    ingress("icmp-type-and-code", group(rule("icmp", 8, 0, "0.0.0.0/0")), "on icmp;"),
+    ingress("security-groups-only", group(rule("-1", 0, 0, securityGroups=["sg-1"]))),
+    ingress("unknown-protocol", group(rule(UNKNOWN, 22, 22, "0.0.0.0/0"))),
+    ingress("unknown-ingress", {"ingress": UNKNOWN}),
+    ingress("unknown-source-known-world", group(rule("tcp", 22, 22, "0.0.0.0/0", UNKNOWN)), "on tcp 22;"),
+    ingress("unknown-source-known-half", group(rule("tcp", 22, 22, "0.0.0.0/1", UNKNOWN))),
+    ingress("cidrs-not-a-list", group(rule("tcp", 22, 22) | {"cidrBlocks": "0.0.0.0/0"}), "cidrBlocks '0.0.0.0/0' (not a list)"),
+    ingress("cidr-not-a-string", group(rule("tcp", 22, 22, None)), "cidrBlocks entry None"),
+    ingress("bad-cidr", group(rule("tcp", 22, 22, "0.0.0.0/0/0")), "cidrBlocks entry '0.0.0.0/0/0'"),
+    ingress("ports-reversed", group(rule("tcp", 443, 22, "0.0.0.0/0")), "ports 443.0-22.0 are not a port range"),
+    ingress("ports-missing", group({"protocol": "tcp", "cidrBlocks": ["10.0.0.0/8"]}), "ports None-None are not"),
+    ingress("rule-resource-ingress", {"type": "ingress", **rule("tcp", 22, 22, "0.0.0.0/0")}, "on tcp 22;", type_=SG_RULE),
+    ingress("rule-resource-egress", {"type": "egress", **rule("tcp", 22, 22, "0.0.0.0/0")}, type_=SG_RULE),
+    ingress("vpc-rule-ipv6", {"ipProtocol": "-1", "cidrIpv6": "::/0"}, "(::/0) on all traffic", type_=VPC_RULE),
+    ingress(
+        "vpc-rule-private", {"ipProtocol": "tcp", "fromPort": 988.0, "toPort": 988.0, "cidrIpv4": "10.0.0.0/8"}, type_=VPC_RULE
+    ),
+    ingress("vpc-rule-bad-cidr", {"ipProtocol": "-1", "cidrIpv4": "10.0.0/8"}, "cidrIpv4 entry '10.0.0/8'", type_=VPC_RULE),
+]
+
+
+def pod(*containers: dict) -> dict:
+    return {"spec": {"template": {"spec": {"containers": list(containers)}}}}
+
+
+def ebs(encrypted) -> dict:
+    return {"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": encrypted}}]}
+
+
+def release(version, repository: str = security.DEFAULT_ALLOWED_CHART_REPOSITORIES[0]) -> dict:
+    return {"chart": "c", "version": version, "repositoryOpts": {"repo": repository}}
+
+
+ADMIN = {"Statement": [{"Effect": "Allow", "Action": ["*"], "Resource": "*"}]}
+INTERNAL = {"annotations": {"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal"}}
+ETCD_3_5_V2 = {"image": "quay.io/coreos/etcd:v3.5.17", "env": [{"name": "ETCD_ENABLE_V2", "value": "true"}]}
+IAM_POLICY, DEPLOYMENT = "aws:iam/policy:Policy", "kubernetes:apps/v1:Deployment"
+
+# (rule, resource type) -> rows of (id, props, fragment...)
+OTHER_RESOURCE_RULES = {
+    (security.imdsv2_required, LAUNCH_TEMPLATE): [
+        ("optional", {"metadataOptions": {"httpTokens": "optional"}}, "IMDSv1"),
+        ("required", {"metadataOptions": {"httpTokens": "required"}}),
+        ("unknown", {"metadataOptions": {"httpTokens": UNKNOWN}}),
+    ],
+    (security.encrypted_block_devices, LAUNCH_TEMPLATE): [
+        ("false", ebs("false"), "maps /dev/xvda unencrypted"),
+        ("true-string", ebs("true")),
+        ("true", ebs(True)),
+        ("unknown", ebs(UNKNOWN)),
+    ],
+    (security.kms_encryption_at_rest, EKS): [
+        ("no-key", {}, "envelope-encrypt Secrets"),
+        ("key", {"encryptionConfigKeyArn": "k"}),
+    ],
+    (security.kms_encryption_at_rest, security.FSX): [
+        ("persistent", {"deploymentType": "PERSISTENT_2"}, "has no KMS key"),
+        ("scratch", {"deploymentType": "SCRATCH_2"}),
+    ],
+    (security.kms_encryption_at_rest, security.ECR): [("aes", {}, "AES256 only")],
+    (security.control_plane_logging, EKS): [
+        ("missing", {"enabledClusterLogTypes": ["api"]}, "does not log audit"),
+        ("unknown", {"enabledClusterLogTypes": UNKNOWN}),
+    ],
+    (security.authentication_mode_api, EKS): [
+        ("default", {}, "CONFIG_MAP (the default)"),
+        ("unknown", {"authenticationMode": UNKNOWN}),
+    ],
+    (security.authentication_mode_api, security.EKS_CLUSTER): [("api", {"accessConfig": {"authenticationMode": "API"}})],
+    (security.iam_no_wildcard_admin, IAM_POLICY): [
+        ("admin", {"policy": json.dumps(ADMIN)}, "every action"),
+        ("unknown", {"policy": UNKNOWN}),
+        ("not-json", {"policy": "{"}),
+    ],
+    (security.iam_no_wildcard_admin, security.IAM_ROLE): [("inline", {"inlinePolicies": [{"policy": ADMIN}]}, "every action")],
+    (security.ecr_immutable_scan_on_push, security.ECR): [
+        ("defaults", {}, "mutable tags", "scan on push"),
+        ("unknown", {"imageTagMutability": UNKNOWN, "imageScanningConfiguration": {"scanOnPush": True}}),
+    ],
+    (security.images_pinned, DEPLOYMENT): [
+        ("latest", pod({"image": "nginx:latest"}), "'nginx:latest'"),
+        ("registry-port", pod({"image": "registry:5000/app"}), "without a pinned tag"),
+        ("pinned", pod({"image": "app:1.2.3"}, {"image": "app@sha256:ab"})),
+        ("unknown", pod({"image": UNKNOWN})),
+    ],
+    (security.images_pinned, security.CRON_JOB): [("cron", {"spec": {"jobTemplate": pod({"image": "app"})}}, "'app'")],
+    (security.helm_release_pinned, security.HELM_RELEASE): [
+        ("range", release("1.x"), "'1.x'"),
+        ("pinned", release("1.2.3")),
+        ("repository", release("1.2.3", "https://example.com"), "not an allowed chart repository"),
+        ("oci", {"chart": "oci://example.com/c", "version": "1.2.3"}, "from oci://example.com"),
+        ("unknown", release(UNKNOWN)),
+    ],
+    (security.no_public_load_balancer, security.SERVICE): [
+        ("public", {"spec": {"type": "LoadBalancer"}}, "public LoadBalancer"),
+        ("internal", {"spec": {"type": "LoadBalancer"}, "metadata": INTERNAL}),
+        ("cluster-ip", {"spec": {"type": "ClusterIP"}}),
+    ],
+    (topology.etcd_pinned_with_v2_api, DEPLOYMENT): [
+        ("3.6-no-v2", pod({"image": "etcd:v3.6.0"}), "v3.5.x", "v2 API"),
+        ("pinned-env", pod(ETCD_3_5_V2)),
+        ("not-etcd", pod({"image": "app:latest"})),
+    ],
+    (cost.required_tags, SECURITY_GROUP): [
+        ("missing", {"tags": {"owner": "me"}}, "lacks the tags environment, cost-center"),
+        ("unknown", {"tags": UNKNOWN}),
+    ],
+    (cost.required_tags, "kubernetes:core/v1:Namespace"): [("untaggable", {})],
+}
+OTHER_RESOURCE_CASES = [
+    case(f"{policy_rule.__name__}-{id_}", policy_rule, type_, props, *fragments)
+    for (policy_rule, type_), rows in OTHER_RESOURCE_RULES.items()
+    for id_, props, *fragments in rows
+]
+
+
+@pytest.mark.parametrize(("policy_rule", "type_", "props", "config", "fragments"), NETWORK_CASES + OTHER_RESOURCE_CASES)
+def test_resource_rule(policy_rule, type_, props, config, fragments):
+    expect(policy_rule(node(type_, props), config), *fragments)
+
+
+def test_cidr_sets_by_family():
+    cidrs = parse_cidrs(["0.0.0.0/1", "128.0.0.0/1", "::/1", UNKNOWN, 7.0, "x"], "cidrs")
+    assert [str(n) for n in internet_covered(cidrs.networks)] == ["0.0.0.0/0"]
+    assert cidrs.malformed == ("cidrs entry 7.0", "cidrs entry 'x'")
+    assert parse_cidrs(UNKNOWN, "cidrs") == parse_cidrs(None, "cidrs") == parse_cidrs([], "cidrs")
+
+
+# ---- stack rules on a small Trainium stack -----------------------------------------------------------------
+
+SELF_ALL = {"protocol": "-1", "fromPort": 0.0, "toPort": 0.0, "self": True}
+
+
+def trainium_stack() -> dict[str, Node]:
+    """A trn1.32xlarge node group in one subnet, its launch template (EFA on all 8 cards) and placement group."""
+    subnet = node(SUBNET, {"availabilityZoneId": "use1-az6"}, "trainium")
+    efa = node(SECURITY_GROUP, {"ingress": [SELF_ALL], "egress": [SELF_ALL]}, "efa")
+    placement = node(PLACEMENT_GROUP, {"strategy": "cluster"}, "pg")
+    interfaces = [{"interfaceType": "efa", "networkCardIndex": float(c), "deviceIndex": float(c > 0)} for c in range(8)]
+    template_props = {"networkInterfaces": interfaces, "placement": {"groupName": "pg"}}
+    template = node(LAUNCH_TEMPLATE, template_props, "lt", networkInterfaces=[efa], placement=[placement])
+    props = {"instanceTypes": ["trn1.32xlarge"], "amiType": "AL2023_x86_64_NEURON", "subnetIds": ["subnet-1"], "taints": [TAINT]}
+    props["scalingConfig"] = {"desiredSize": 2.0, "maxSize": 2.0}
+    group = node(NODE_GROUP, props, "ng", subnetIds=[subnet], launchTemplate=[template])
+    return {"subnet": subnet, "efa": efa, "placement": placement, "template": template, "group": group}
+
+
+def test_efa_self_traffic_needs_all_protocols_both_ways():
+    stack = trainium_stack()
+    efa = stack["efa"]
+    expect(topology.efa_security_group_self_traffic(Graph(stack.values()), {}))
+    efa.props["egress"] = [{"protocol": "tcp", "fromPort": 0.0, "toPort": 65535.0, "self": True}]
+    expect(topology.efa_security_group_self_traffic(Graph(stack.values()), {}), "none of its interfaces' security groups")
+    efa.props["egress"] = [{"protocol": "ALL", "fromPort": 0.0, "toPort": 0.0, "self": True}]
+    expect(topology.efa_security_group_self_traffic(Graph(stack.values()), {}))
+    efa.props["egress"] = UNKNOWN
+    expect(topology.efa_security_group_self_traffic(Graph(stack.values()), {}))
+    efa.props["egress"] = []
+    separate = node(VPC_EGRESS_RULE, {"ipProtocol": "-1"}, securityGroupId=[efa], referencedSecurityGroupId=[efa])
+    expect(topology.efa_security_group_self_traffic(Graph([*stack.values(), separate]), {}))
+
+
+def lustre(*rules: dict) -> Graph:
+    """A file system whose group has separate ingress rules, each from the group itself or (source "nodes") the nodes."""
+    nodes_group, group = node(SECURITY_GROUP, name="nodes"), node(SECURITY_GROUP, name="lustre")
+    links = {"self": [group], "nodes": [nodes_group]}
+    separate = [node(VPC_RULE, r, securityGroupId=[group], referencedSecurityGroupId=links[r["source"]]) for r in rules]
+    return Graph([node(topology.FSX, securityGroupIds=[group]), group, nodes_group, *separate])
+
+
+def tcp(low, high, source: str = "self", protocol: str = "tcp") -> dict:
+    return {"ipProtocol": protocol, "fromPort": low, "toPort": high, "source": source}
+
+
+LUSTRE_CASES = {
+    "exact": ([tcp(988.0, 988.0), tcp(988.0, 988.0, "nodes"), tcp(1018.0, 1023.0), tcp(1018.0, 1023.0, "nodes")], ()),
+    "wider": ([tcp(0.0, 65535.0), tcp(900.0, 1100.0, "nodes", protocol="6")], ()),
+    "all-protocols": ([tcp(None, None, protocol="-1"), tcp(None, None, "nodes", protocol="all")], ()),
+    "client-ports-closed": ([tcp(988.0, 988.0), tcp(988.0, 988.0, "nodes")], ("TCP 1018-1023 between", "TCP 1018-1023 from")),
+    "a-port-short": ([tcp(0.0, 65535.0), tcp(988.0, 1022.0, "nodes")], ("TCP 1018-1023 from the nodes",)),
+    "udp": ([tcp(0.0, 65535.0, protocol="udp"), tcp(0.0, 65535.0, "nodes")], ("TCP 988 between", "TCP 1018-1023 between")),
+    "reversed": ([tcp(1023.0, 988.0), tcp(0.0, 65535.0, "nodes")], ("TCP 988 between", "TCP 1018-1023 between")),
+    "unknown-port": ([tcp(UNKNOWN, 1023.0)], ()),
+}
+
+
+@pytest.mark.parametrize(("rules", "fragments"), LUSTRE_CASES.values(), ids=LUSTRE_CASES)
+def test_lustre_ports_by_range(rules, fragments):
+    expect(topology.fsx_lustre_ports(lustre(*rules), {}), *fragments)
+
+
+def test_lustre_ports_from_inline_rules_and_cidrs():
+    from_vpc = {"protocol": "tcp", "fromPort": 0.0, "toPort": 65535.0, "cidrBlocks": ["10.0.0.0/16"]}
+    group = node(SECURITY_GROUP, {"ingress": [SELF_ALL, from_vpc]})
+    fsx = node(topology.FSX, securityGroupIds=[group])
+    expect(topology.fsx_lustre_ports(Graph([fsx, group]), {}))
+    group.props["ingress"] = [SELF_ALL, UNKNOWN]
+    expect(topology.fsx_lustre_ports(Graph([fsx, group]), {}))
+
+
+def test_topology_rules_pass_a_sound_stack_and_catch_each_change():
+    stack = trainium_stack()
+    graph, fsx = Graph(stack.values()), node(topology.FSX, subnetIds=[node(SUBNET, {"availabilityZoneId": "use1-az4"})])
+    expect(topology.node_group_single_az(graph, {}))
+    stack["group"].props["subnetIds"].append("subnet-2")
+    expect(topology.node_group_single_az(graph, {}), "spans 2 subnets")
+    expect(
+        topology.fsx_in_trainium_az(Graph([*stack.values(), fsx]), {}), "is in use1-az4 but the Trainium nodes are in use1-az6"
+    )
+    expect(topology.az_offers_instance_type(graph, {}))
+    stack["subnet"].props["availabilityZoneId"] = "use1-az1"
+    expect(topology.az_offers_instance_type(graph, {}), "use1-az1 (us-east-1) does not offer trn1.32xlarge")
+    expect(topology.efa_interface_per_network_card(graph, {}))
+    stack["template"].props["networkInterfaces"][7]["deviceIndex"] = 0.0
+    expect(topology.efa_interface_per_network_card(graph, {}), "network card 7 at device index 0")
+    stack["template"].props["networkInterfaces"][7]["networkCardIndex"] = UNKNOWN
+    expect(topology.efa_interface_per_network_card(graph, {}))
+    expect(topology.cluster_placement_group(graph, {}))
+    stack["placement"].props["strategy"] = "spread"
+    expect(topology.cluster_placement_group(graph, {}), "strategy 'spread'")
+    stack["placement"].props["strategy"] = UNKNOWN
+    expect(topology.cluster_placement_group(graph, {}))
+    expect(topology.neuron_ami(stack["group"], {}))
+    stack["group"].props["amiType"] = "AL2023_x86_64_STANDARD"
+    expect(topology.neuron_ami(stack["group"], {}), "AL2023_x86_64_NEURON")
+    expect(topology.capacity_reservation_in_trainium_az(graph, {}))
+    stack["template"].props["capacityReservationSpecification"] = {"capacityReservationTarget": {"id": "cr-1"}}
+    expect(topology.capacity_reservation_in_trainium_az(graph, {}), f"without the {topology.RESERVATION_AZ_TAG} tag")
+    stack["template"].props["tags"] = {topology.RESERVATION_AZ_TAG: UNKNOWN}
+    expect(topology.capacity_reservation_in_trainium_az(graph, {}))
+
+
+def test_plugins_queues_and_cost_on_a_small_stack():
+    stack = trainium_stack()
+    neuron = node(
+        security.HELM_RELEASE, {"chart": "neuron-helm-chart", "values": {"devicePlugin": {"tolerations": [TOLERATION]}}}
+    )
+    efa = node(security.HELM_RELEASE, {"chart": "aws-efa-k8s-device-plugin", "values": {"tolerations": []}})
+    queue = node(topology.QUEUE, {"spec": {"capability": {"aws.amazon.com/neuron": 32.0}}})
+    graph = Graph([*stack.values(), neuron, efa, queue])
+    expect(topology.device_plugins_present(graph, {}), "does not tolerate the Trainium taint")
+    efa.props["values"]["tolerations"] = UNKNOWN
+    expect(topology.device_plugins_present(graph, {}))
+    expect(topology.volcano_queue_within_capacity(graph, {}))
+    queue.props["spec"]["capability"]["aws.amazon.com/neuron"] = 33.0
+    expect(topology.volcano_queue_within_capacity(graph, {}), "allows 33 aws.amazon.com/neuron")
+    expect(topology.volcano_queue_within_capacity(Graph(stack.values()), {}), "no Volcano Queue")
+    expect(cost.trainium_node_limit(graph, {"maxTrainiumNodes": 1}), "grow to 2 nodes")
+    expect(cost.monthly_cost_budget(graph, {"maxMonthlyUsd": 1.0}), "above this stack's budget")
+    stack["group"].props["scalingConfig"]["maxSize"] = UNKNOWN
+    expect(cost.trainium_node_limit(graph, {"maxTrainiumNodes": 1}))
+
+
+def test_irsa_and_protection_rules():
+    irsa = json.dumps({"Statement": [{"Effect": "Allow", "Action": "sts:AssumeRoleWithWebIdentity"}]})
+    role = node(security.IAM_ROLE, {"assumeRolePolicy": irsa, "managedPolicyArns": ["arn:aws:iam::aws:policy/XFullAccess"]})
+    attachment = node(security.ROLE_POLICY_ATTACHMENT, {"policyArn": "arn:aws:iam::aws:policy/YFullAccess"}, role=[role])
+    expect(security.irsa_no_full_access(Graph([role, attachment]), {}), "YFullAccess", "XFullAccess")
+    role.props["assumeRolePolicy"] = UNKNOWN
+    expect(security.irsa_no_full_access(Graph([role, attachment]), {}))
+    fsx = node(security.FSX)
+    expect(security.stateful_resources_protected(Graph([fsx]), {"requireProtection": True}), "not protected")
+    expect(security.stateful_resources_protected(Graph([fsx]), {}))
+
+
+def test_default_tags_fill_only_what_is_missing():
+    target = node(SECURITY_GROUP, {"tags": {"owner": "me"}})
+    config = {"defaultTags": {"owner": "them", "environment": "dev"}}
+    assert cost.add_default_tags(target, config) == {"tags": {"owner": "me", "environment": "dev"}}
