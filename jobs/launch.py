@@ -26,7 +26,7 @@ from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for
 from jobs import TRAINING_IMAGE_TAG
 from jobs.components import JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
 from trainium_eks import layout
-from trainium_eks.cli import OneLineParser, UsageError
+from trainium_eks.cli import OneLineParser, UsageError, one_line
 from trainium_eks.contract import ContractError, NodeGroup, PlatformContract
 
 DATASET = "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
@@ -288,7 +288,7 @@ def report_bad_input(make_parser, argv: list[str] | None, body) -> int:
     try:
         body(make_parser().parse_args(argv))
     except (UsageError, LaunchError, ContractError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {one_line(str(error))}", file=sys.stderr)
         return 2
     return 0
 

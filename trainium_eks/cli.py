@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+MAX_SHOWN = 300  # characters of a message: a long value is cut, not wrapped
+
+
+def one_line(message: str) -> str:
+    """``message`` as one printable line: control and line-break characters are shown escaped, and it is cut."""
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message)
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
+
 
 class UsageError(Exception):
     """A command line the tool cannot run; the message is one line naming the option and the fix."""

@@ -11,6 +11,8 @@ from pulumi.errors import RunError
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from trainium_eks.cli import one_line
+
 # A rule's own error: its message already reads "<problem>; <fix>".
 RULE_ERROR = "platform_rule"
 
@@ -20,7 +22,7 @@ class ConfigError(RunError):
 
     def __init__(self, key: str, problem: str, fix: str):
         self.key, self.problem, self.fix = key, problem, fix
-        super().__init__(f"{key}: {problem}; {fix}")
+        super().__init__(one_line(f"{key}: {problem}; {fix}"))  # keys and values may come straight from the file
 
 
 def suggest(word: str, candidates: Sequence[str]) -> str:
