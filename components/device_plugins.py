@@ -25,7 +25,6 @@ CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
 @dataclass(frozen=True)
 class DevicePluginsArgs:
     config: DevicePluginConfig
-    provider: k8s.Provider
     system_nodes: pulumi.Resource  # the scheduler extension runs there; the release waits for it
 
 
@@ -45,10 +44,11 @@ class DevicePlugins(pulumi.ComponentResource):
                 k8s.core.v1.Namespace(
                     f"{name}-neuron-health",
                     metadata={"name": HEALTH_NAMESPACE},
-                    opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+                    opts=pulumi.ResourceOptions(parent=self),
                 )
             )
         self.neuron = helm_release(
+            name,
             "neuron-device-plugin",
             versions.NEURON_HELM_CHART,
             namespace=PLUGIN_NAMESPACE,
@@ -70,10 +70,10 @@ class DevicePlugins(pulumi.ComponentResource):
                 },
             },
             parent=self,
-            provider=args.provider,
             depends_on=depends_on,
         )
         self.efa = helm_release(
+            name,
             "efa-device-plugin",
             versions.EFA_DEVICE_PLUGIN_CHART,
             namespace=PLUGIN_NAMESPACE,
@@ -82,6 +82,5 @@ class DevicePlugins(pulumi.ComponentResource):
                 "tolerations": [layout.neuron_toleration()],
             },
             parent=self,
-            provider=args.provider,
         )
-        self.register_outputs({})
+        self.register_outputs({"neuronRelease": self.neuron.name, "efaRelease": self.efa.name})

@@ -9,20 +9,24 @@ from trainium_eks import layout, versions
 
 
 def helm_release(
-    name: str,
+    component: str,
+    release: str,
     chart: versions.HelmChart,
     *,
     namespace: str,
     values: dict,
     parent: pulumi.Resource,
-    provider: k8s.Provider,
     create_namespace: bool = False,
     depends_on: list | None = None,
 ) -> k8s.helm.v3.Release:
-    """A Helm release of a pinned chart; the one place releases are built, so every one is pinned alike."""
+    """A Helm release of a pinned chart; the one place releases are built, so every one is pinned alike.
+
+    Named ``<component>-<release>`` in Pulumi and ``release`` in Helm; the Kubernetes provider comes from the
+    parent component's options.
+    """
     return k8s.helm.v3.Release(
-        name,
-        name=name,
+        f"{component}-{release}",
+        name=release,
         chart=chart.chart,
         version=chart.version,
         repository_opts={"repo": chart.repository} if chart.repository else None,
@@ -32,7 +36,8 @@ def helm_release(
         atomic=True,  # a failed install or upgrade rolls back instead of leaving half a release
         cleanup_on_fail=True,
         timeout=600,
-        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on or []),
+        # Releases were once named by release alone: the alias keeps a deployed release (a rename, not a replace).
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on or [], aliases=[pulumi.Alias(name=release)]),
     )
 
 

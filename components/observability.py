@@ -25,7 +25,6 @@ TENSORBOARD_UID = 1000
 class ObservabilityArgs:
     job_namespace: pulumi.Input[str]
     claim_name: pulumi.Input[str]
-    provider: k8s.Provider
     system_nodes: pulumi.Resource  # the pod runs there; the Deployment is ready only once they are
 
 
@@ -34,7 +33,7 @@ class Observability(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainium-eks:observability:Observability", name, None, opts)
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        k8s_opts = pulumi.ResourceOptions(parent=self)
         labels = {"app.kubernetes.io/name": TENSORBOARD_NAME, "app.kubernetes.io/part-of": "trainium-eks"}
         k8s.apps.v1.Deployment(
             f"{name}-tensorboard",
@@ -79,7 +78,7 @@ class Observability(pulumi.ComponentResource):
                     },
                 },
             },
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.system_nodes]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.system_nodes]),
         )
         service = k8s.core.v1.Service(
             f"{name}-tensorboard",

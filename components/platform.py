@@ -55,6 +55,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        in_cluster = pulumi.ResourceOptions(parent=self, provider=cluster.provider)  # inherited by Kubernetes children
         node_groups = [
             TrainiumNodeGroup(
                 f"{name}-{group.name}",
@@ -74,8 +75,8 @@ class TrainiumPlatform(pulumi.ComponentResource):
         ]
         DevicePlugins(
             f"{name}-device-plugins",
-            DevicePluginsArgs(config.device_plugins, cluster.provider, cluster.system_node_group),
-            opts=child,
+            DevicePluginsArgs(config.device_plugins, cluster.system_node_group),
+            opts=in_cluster,
         )
         scheduling = Scheduling(
             f"{name}-scheduling",
@@ -83,10 +84,9 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 config=config.scheduling,
                 node_groups=config.trainium_node_groups,
                 block_storage_class=cluster.block_storage_class,
-                provider=cluster.provider,
                 system_nodes=cluster.system_node_group,
             ),
-            opts=child,
+            opts=in_cluster,
         )
         storage = Storage(
             f"{name}-storage",
@@ -98,20 +98,19 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 oidc_provider_arn=cluster.oidc_provider_arn,
                 oidc_issuer=cluster.oidc_issuer,
                 job_namespace=scheduling.job_namespace,
-                provider=cluster.provider,
                 system_nodes=cluster.system_node_group,
                 tags=tags,
                 protect=protect,
             ),
-            opts=child,
+            opts=in_cluster,
         )
         registry = Registry(f"{name}-registry", RegistryArgs(config.registry, tags, protect), opts=child)
         tensorboard_service = ""  # the contract keeps the key; empty means TensorBoard is off
         if config.tensorboard:
             observability = Observability(
                 f"{name}-observability",
-                ObservabilityArgs(scheduling.job_namespace, storage.claim_name, cluster.provider, cluster.system_node_group),
-                opts=child,
+                ObservabilityArgs(scheduling.job_namespace, storage.claim_name, cluster.system_node_group),
+                opts=in_cluster,
             )
             tensorboard_service = pulumi.Output.concat(
                 observability.service_name, ".", scheduling.job_namespace, ".svc.cluster.local:", str(layout.TENSORBOARD_PORT)
@@ -150,4 +149,4 @@ class TrainiumPlatform(pulumi.ComponentResource):
             "ecrRepositoryUrl": registry.repository_url,
             "tensorboardService": tensorboard_service,
         }
-        self.register_outputs({})
+        self.register_outputs(self.contract)

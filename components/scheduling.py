@@ -29,7 +29,6 @@ class SchedulingArgs:
     config: SchedulingConfig
     node_groups: Sequence[TrainiumNodeGroupConfig]
     block_storage_class: pulumi.Input[str]
-    provider: k8s.Provider
     system_nodes: pulumi.Resource  # Volcano's controllers run there; its release waits for them
 
 
@@ -57,7 +56,7 @@ class Scheduling(pulumi.ComponentResource):
     def __init__(self, name: str, args: SchedulingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainium-eks:kubernetes:Scheduling", name, None, opts)
         cfg = args.config
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        k8s_opts = pulumi.ResourceOptions(parent=self)
 
         namespace = k8s.core.v1.Namespace(
             f"{name}-jobs",
@@ -65,6 +64,7 @@ class Scheduling(pulumi.ComponentResource):
             opts=k8s_opts,
         )
         volcano = helm_release(
+            name,
             "volcano",
             versions.VOLCANO_CHART,
             namespace=VOLCANO_NAMESPACE,
@@ -74,7 +74,6 @@ class Scheduling(pulumi.ComponentResource):
                 "custom": {"default_ns": system_node_selector()},  # controllers stay off Trainium nodes
             },
             parent=self,
-            provider=args.provider,
             depends_on=[args.system_nodes],
         )
         capacity = provisioned_capacity(args.node_groups)
@@ -88,7 +87,7 @@ class Scheduling(pulumi.ComponentResource):
                 kind="Queue",
                 metadata={"name": queue.name, "labels": {"app.kubernetes.io/part-of": "trainium-eks"}},
                 spec={"weight": queue.weight, "reclaimable": False, "capability": capability},
-                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[volcano]),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[volcano]),
             )
 
         rendezvous = Rendezvous(

@@ -44,7 +44,6 @@ class StorageArgs:
     oidc_provider_arn: pulumi.Input[str]
     oidc_issuer: pulumi.Input[str]
     job_namespace: pulumi.Input[str]
-    provider: k8s.Provider
     system_nodes: pulumi.Resource  # the CSI controller runs there; its release waits for them
     tags: Mapping[str, str]
     protect: bool
@@ -76,7 +75,7 @@ class Storage(pulumi.ComponentResource):
         tags = dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
         stateful = pulumi.ResourceOptions(parent=self, protect=args.protect)
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        k8s_opts = pulumi.ResourceOptions(parent=self)
 
         # Rules are separate resources (never inline, which would be authoritative over them): the file system
         # then needs only its group and subnet, and is created while the EKS control plane is.
@@ -167,6 +166,7 @@ class Storage(pulumi.ComponentResource):
         )
         aws.iam.RolePolicy(f"{name}-fsx-csi", role=fsx_role.id, policy=self.file_system.arn.apply(fsx_csi_policy), opts=child)
         helm_release(
+            name,
             "aws-fsx-csi-driver",
             versions.FSX_CSI_CHART,
             namespace="kube-system",
@@ -182,7 +182,6 @@ class Storage(pulumi.ComponentResource):
                 "node": {"tolerateAllTaints": True},  # the mount helper must run on the tainted Trainium nodes
             },
             parent=self,
-            provider=args.provider,
             depends_on=[args.system_nodes],
         )
 
