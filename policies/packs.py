@@ -28,6 +28,7 @@ from pulumi_policy import (
 from pulumi_policy.proxy import UnknownValueError
 
 from policies.rules import Violation, cost, security, topology
+from trainium_eks import tokens
 from trainium_eks.graph import Graph, Node
 
 POLICIES_DIR = Path(__file__).resolve().parent
@@ -176,7 +177,7 @@ TRAINIUM_TOPOLOGY = Pack(
             "Trainium nodes run the EKS-optimised Neuron AMI.",
             Severity.HIGH,
             topology.neuron_ami,
-            ("aws:eks/nodeGroup:NodeGroup",),
+            (tokens.EKS_NODE_GROUP,),
         ),
         stack_policy(
             "efa-security-group-self-traffic",

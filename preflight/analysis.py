@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainium_eks import catalog, cost, deployment
+from trainium_eks import catalog, cost, deployment, tokens
 from trainium_eks.graph import Graph
 
 DEFAULT_REGION = "us-east-1"
@@ -11,7 +11,7 @@ DEFAULT_REGION = "us-east-1"
 def region_of(plan: dict) -> str:
     """The region of the stack's default AWS provider."""
     for resource in plan["resources"]:
-        if resource["type"] == "pulumi:providers:aws" and isinstance(resource["inputs"].get("region"), str):
+        if resource["type"] == tokens.PROVIDER_AWS and isinstance(resource["inputs"].get("region"), str):
             return resource["inputs"]["region"]
     return DEFAULT_REGION
 

@@ -20,14 +20,12 @@ from typing import Any
 
 import pulumi
 from google.protobuf import json_format
-from pulumi.runtime import rpc, settings
-from pulumi.runtime.mocks import MockMonitor
-from pulumi.runtime.proto import resource_pb2
-from pulumi.runtime.sync_await import _sync_await
 
 from preflight.mocks import PlatformMocks
 from preflight.stackfile import REPO_ROOT, StackSettings
 from trainium_eks import config as platform_config
+from trainium_eks import sdk_internals as sdk
+from trainium_eks import tokens
 
 MAIN = REPO_ROOT / "__main__.py"
 # Provider SDK modules the program uses. They load lazily and take most of a first evaluation (~1.5 s); a
@@ -50,7 +48,7 @@ PROVIDER_MODULES = (
 )
 SECRET = "[secret]"
 UNKNOWN = "[unknown]"
-STACK_TYPE = "pulumi:pulumi:Stack"
+STACK_TYPE = tokens.PULUMI_STACK
 
 
 @dataclass
@@ -107,21 +105,21 @@ class Plan:
 def wire_value(value: Any, components: set[str]) -> Any:
     """A deserialised protobuf value in the form an analyzer receives it."""
     if isinstance(value, dict):
-        signature = value.get(rpc._special_sig_key)
-        if signature == rpc._special_secret_sig:
+        signature = value.get(sdk.SIGNATURE_KEY)
+        if signature == sdk.SECRET_SIGNATURE:
             return SECRET
-        if signature == rpc._special_resource_sig:
+        if signature == sdk.RESOURCE_SIGNATURE:
             urn = value.get("urn", "")
             return urn if urn in components or not value.get("id") else value["id"]
         return {k: wire_value(v, components) for k, v in sorted(value.items())}
     if isinstance(value, list):
         return [wire_value(v, components) for v in value]
-    if value == rpc.UNKNOWN or isinstance(value, pulumi.output.Unknown):
+    if value == sdk.UNKNOWN or isinstance(value, pulumi.output.Unknown):
         return UNKNOWN
     return value
 
 
-class RecordingMonitor(MockMonitor):
+class RecordingMonitor(sdk.MockMonitor):
     """A mock resource monitor that keeps what the engine would know about each registration."""
 
     def __init__(self, mocks: PlatformMocks, project: str, stack: str):
@@ -142,7 +140,7 @@ class RecordingMonitor(MockMonitor):
             self.records[resource.urn] = resource
 
     def _record(self, request, urn: str, custom: bool, provider: str | None) -> None:
-        properties = request.object if isinstance(request, resource_pb2.RegisterResourceRequest) else request.properties
+        properties = request.object if isinstance(request, sdk.resource_pb2.RegisterResourceRequest) else request.properties
         self.add(
             Resource(
                 urn=urn,
@@ -222,7 +220,7 @@ def evaluate(stack: StackSettings, *, preview: bool = False, mocks_factory=Platf
     parsed = platform_config.parse(stack.config, stack=stack.stack)  # fail fast, before any registration
     mocks = mocks_factory(parsed, preview)
     monitor = RecordingMonitor(mocks, stack.project, stack.stack)
-    settings.set_root_resource(None)
+    sdk.reset_root_resource()
     pulumi.runtime.set_mocks(mocks, project=stack.project, stack=stack.stack, preview=preview, monitor=monitor)
     pulumi.runtime.set_all_config(dict(stack.config), list(stack.secret_keys))
 
@@ -236,8 +234,7 @@ def evaluate(stack: StackSettings, *, preview: bool = False, mocks_factory=Platf
         # Finalise the SDK's leftover futures and event loops now: left to the collector, their finalisers can
         # run while CPython 3.11 compiles a module and trip "AST constructor recursion depth mismatch".
         gc.collect()
-    root = settings.get_root_resource()
-    serialized = _sync_await(rpc.serialize_properties(root.outputs, {}))
+    serialized = sdk.stack_outputs()
     monitor.record_default_providers(stack.config)
     resources, components = monitor.plan_resources()
     outputs = wire_value(json_format.MessageToDict(serialized), components)

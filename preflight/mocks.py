@@ -16,14 +16,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pulumi
-from pulumi.runtime import rpc
-from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
 
-from trainium_eks import catalog
+from trainium_eks import catalog, tokens
+from trainium_eks import sdk_internals as sdk
 from trainium_eks.config import PlatformConfig
 
 ACCOUNT_ID = "123456789012"
-EKS_CLUSTER_TYPE = "aws:eks/cluster:Cluster"
+EKS_CLUSTER_TYPE = tokens.EKS_CLUSTER
 
 
 class UnmockedInvokeError(Exception):
@@ -51,61 +50,61 @@ class PlatformMocks(pulumi.runtime.Mocks):
         self.config = config
         self.region = config.region
         self.preview = preview
-        self.monitor: MockMonitor | None = None  # set by the monitor; needed to register eksCluster
+        self.monitor: sdk.MockMonitor | None = None  # set by the monitor; needed to register eksCluster
         self.request = threading.local()  # the monitor puts the URN being registered here
         self._outputs: dict[str, Callable[[str, dict, str], dict]] = {
-            "aws:ec2/vpc:Vpc": lambda n, i, h: {"id": f"vpc-{h}", "arn": self._arn("ec2", f"vpc/vpc-{h}")},
-            "aws:ec2/subnet:Subnet": self._subnet,
-            "aws:ec2/internetGateway:InternetGateway": lambda n, i, h: {"id": f"igw-{h}"},
-            "aws:ec2/routeTable:RouteTable": lambda n, i, h: {"id": f"rtb-{h}"},
-            "aws:ec2/routeTableAssociation:RouteTableAssociation": lambda n, i, h: {"id": f"rtbassoc-{h}"},
-            "aws:ec2/eip:Eip": lambda n, i, h: {"id": f"eipalloc-{h}", "publicIp": f"198.51.100.{int(h[:2], 16) % 250 + 1}"},
-            "aws:ec2/natGateway:NatGateway": lambda n, i, h: {"id": f"nat-{h}"},
-            "aws:ec2/securityGroup:SecurityGroup": lambda n, i, h: {
+            tokens.EC2_VPC: lambda n, i, h: {"id": f"vpc-{h}", "arn": self._arn("ec2", f"vpc/vpc-{h}")},
+            tokens.EC2_SUBNET: self._subnet,
+            tokens.EC2_INTERNET_GATEWAY: lambda n, i, h: {"id": f"igw-{h}"},
+            tokens.EC2_ROUTE_TABLE: lambda n, i, h: {"id": f"rtb-{h}"},
+            tokens.EC2_ROUTE_TABLE_ASSOCIATION: lambda n, i, h: {"id": f"rtbassoc-{h}"},
+            tokens.EC2_EIP: lambda n, i, h: {"id": f"eipalloc-{h}", "publicIp": f"198.51.100.{int(h[:2], 16) % 250 + 1}"},
+            tokens.EC2_NAT_GATEWAY: lambda n, i, h: {"id": f"nat-{h}"},
+            tokens.EC2_SECURITY_GROUP: lambda n, i, h: {
                 "id": f"sg-{h}",
                 "arn": self._arn("ec2", f"security-group/sg-{h}"),
             },
-            "aws:ec2/placementGroup:PlacementGroup": lambda n, i, h: self._named(
+            tokens.EC2_PLACEMENT_GROUP: lambda n, i, h: self._named(
                 n, i, h, lambda name: {"id": name, "placementGroupId": f"pg-{h}"}
             ),
-            "aws:ec2/launchTemplate:LaunchTemplate": lambda n, i, h: {
+            tokens.EC2_LAUNCH_TEMPLATE: lambda n, i, h: {
                 "id": f"lt-{h}",
                 "latestVersion": 1,
                 "defaultVersion": 1,
                 "arn": self._arn("ec2", f"launch-template/lt-{h}"),
             },
-            "aws:eks/nodeGroup:NodeGroup": lambda n, i, h: {
+            tokens.EKS_NODE_GROUP: lambda n, i, h: {
                 "id": f"{i.get('clusterName')}:{i.get('nodeGroupName')}",
                 "status": "ACTIVE",
                 "arn": self._arn("eks", f"nodegroup/{i.get('clusterName')}/{i.get('nodeGroupName')}/{h[:8]}"),
             },
-            "aws:eks/addon:Addon": lambda n, i, h: {"id": f"{i.get('clusterName')}:{i.get('addonName')}"},
-            "aws:kms/key:Key": lambda n, i, h: self._kms_key(h),
-            "aws:kms/alias:Alias": lambda n, i, h: {"id": i.get("name"), "arn": self._arn("kms", i.get("name", ""))},
-            "aws:iam/role:Role": lambda n, i, h: self._named(
+            tokens.EKS_ADDON: lambda n, i, h: {"id": f"{i.get('clusterName')}:{i.get('addonName')}"},
+            tokens.KMS_KEY: lambda n, i, h: self._kms_key(h),
+            tokens.KMS_ALIAS: lambda n, i, h: {"id": i.get("name"), "arn": self._arn("kms", i.get("name", ""))},
+            tokens.IAM_ROLE: lambda n, i, h: self._named(
                 n,
                 i,
                 h,
                 lambda name: {"id": name, "arn": f"arn:aws:iam::{ACCOUNT_ID}:role/{name}", "uniqueId": f"AROA{h.upper()}"},
             ),
-            "aws:fsx/lustreFileSystem:LustreFileSystem": self._file_system,
-            "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": lambda n, i, h: {"id": f"dra-{h}"},
-            "aws:ecr/repository:Repository": lambda n, i, h: {
+            tokens.FSX_LUSTRE_FILE_SYSTEM: self._file_system,
+            tokens.FSX_DATA_REPOSITORY_ASSOCIATION: lambda n, i, h: {"id": f"dra-{h}"},
+            tokens.ECR_REPOSITORY: lambda n, i, h: {
                 "id": i.get("name"),
                 "registryId": ACCOUNT_ID,
                 "arn": self._arn("ecr", f"repository/{i.get('name')}"),
                 "repositoryUrl": f"{ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{i.get('name')}",
             },
-            "eks:index:Cluster": self._eks_cluster,
+            tokens.EKS_COMPONENT_CLUSTER: self._eks_cluster,
         }
 
     # ---- resources ------------------------------------------------------------------------------
 
-    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict]:
+    def new_resource(self, args: sdk.MockResourceArgs) -> tuple[str | None, dict]:
         inputs = dict(args.inputs)
         if args.typ.startswith("pulumi:providers:") or args.custom is None:
             return f"{args.name}-id", inputs
-        if args.typ == "eks:index:Cluster":
+        if args.typ == tokens.EKS_COMPONENT_CLUSTER:
             self._record_eks_cluster_child(args.name, inputs)
         if self.preview:
             return None, inputs  # a create in preview: inputs known, every computed output unknown
@@ -189,7 +188,7 @@ class PlatformMocks(pulumi.runtime.Mocks):
         issuer = f"oidc.eks.{self.region}.amazonaws.com/id/{oidc_id}"
         endpoint = f"https://{oidc_id}.gr7.{self.region}.eks.amazonaws.com"
         cluster_urn = self._eks_cluster_urn(name)
-        self.monitor.resources[cluster_urn] = MockMonitor.ResourceRegistration(
+        self.monitor.resources[cluster_urn] = sdk.MockMonitor.ResourceRegistration(
             cluster_urn,
             cluster_name,
             {
@@ -222,9 +221,9 @@ class PlatformMocks(pulumi.runtime.Mocks):
         }
         return {
             # pulumi-eks marks both kubeconfig outputs secret
-            "kubeconfig": {rpc._special_sig_key: rpc._special_secret_sig, "value": kubeconfig},
-            "kubeconfigJson": {rpc._special_sig_key: rpc._special_secret_sig, "value": json.dumps(kubeconfig)},
-            "eksCluster": {rpc._special_sig_key: rpc._special_resource_sig, "urn": cluster_urn, "id": cluster_name},
+            "kubeconfig": {sdk.SIGNATURE_KEY: sdk.SECRET_SIGNATURE, "value": kubeconfig},
+            "kubeconfigJson": {sdk.SIGNATURE_KEY: sdk.SECRET_SIGNATURE, "value": json.dumps(kubeconfig)},
+            "eksCluster": {sdk.SIGNATURE_KEY: sdk.RESOURCE_SIGNATURE, "urn": cluster_urn, "id": cluster_name},
             "oidcProviderArn": f"arn:aws:iam::{ACCOUNT_ID}:oidc-provider/{issuer}",
             "oidcProviderUrl": f"https://{issuer}",
             "oidcIssuer": issuer,
@@ -232,14 +231,14 @@ class PlatformMocks(pulumi.runtime.Mocks):
 
     # ---- invokes --------------------------------------------------------------------------------
 
-    def call(self, args: MockCallArgs) -> tuple[dict, list]:
+    def call(self, args: sdk.MockCallArgs) -> tuple[dict, list]:
         handler = {
-            "aws:index/getAvailabilityZones:getAvailabilityZones": self._availability_zones,
-            "aws:index/getAvailabilityZone:getAvailabilityZone": self._availability_zone,
-            "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": self._offerings,
-            "aws:ec2/getSubnet:getSubnet": self._get_subnet,
-            "aws:iam/getPolicyDocument:getPolicyDocument": self._policy_document,
-            "aws:eks/getAddonVersion:getAddonVersion": self._addon_version,
+            tokens.INDEX_GET_AVAILABILITY_ZONES: self._availability_zones,
+            tokens.INDEX_GET_AVAILABILITY_ZONE: self._availability_zone,
+            tokens.EC2_GET_INSTANCE_TYPE_OFFERINGS: self._offerings,
+            tokens.EC2_GET_SUBNET: self._get_subnet,
+            tokens.IAM_GET_POLICY_DOCUMENT: self._policy_document,
+            tokens.EKS_GET_ADDON_VERSION: self._addon_version,
         }.get(args.token)
         if handler is None:
             raise UnmockedInvokeError(f"preflight has no answer for invoke {args.token}; add it to preflight/mocks.py")

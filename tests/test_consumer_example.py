@@ -8,11 +8,10 @@ import runpy
 
 import pulumi
 import pytest
-from pulumi.runtime import settings
-from pulumi.runtime.mocks import MockMonitor
 
 from conftest import evaluate
 from preflight.stackfile import REPO_ROOT
+from trainium_eks import sdk_internals
 
 EXAMPLE = REPO_ROOT / "examples" / "team-namespace"
 KUBECONFIG = json.dumps({"apiVersion": "v1", "kind": "Config", "clusters": [], "contexts": [], "users": []})
@@ -35,8 +34,8 @@ class PlatformStackMocks(pulumi.runtime.Mocks):
 
 def run_example(outputs: dict) -> dict:
     monitor_mocks = PlatformStackMocks(outputs)
-    monitor = MockMonitor(monitor_mocks)
-    settings.set_root_resource(None)
+    monitor = sdk_internals.MockMonitor(monitor_mocks)
+    sdk_internals.reset_root_resource()
     pulumi.runtime.set_mocks(monitor_mocks, project="team-namespace", stack="dev", preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(
         {

@@ -185,7 +185,13 @@ MUTATIONS: dict[str, list[Case]] = {
         ),
     ],
     "neuron-and-efa-device-plugins": [
-        Case("no-neuron", "staging", without(lambda r: r["name"] == "neuron-device-plugin"), ("neuron-helm-chart",), NODE_GROUP),
+        Case(
+            "no-neuron",
+            "staging",
+            without(lambda r: r["type"] == HELM_RELEASE and r["inputs"]["name"] == "neuron-device-plugin"),
+            ("neuron-helm-chart",),
+            NODE_GROUP,
+        ),
         Case(
             "no-toleration", "staging", edit(HELM_RELEASE, "efa", "values", "tolerations", to=[]), ("not tolerate",), HELM_RELEASE
         ),

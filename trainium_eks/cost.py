@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainium_eks import catalog, versions
+from trainium_eks import catalog, tokens, versions
 from trainium_eks.graph import Graph, Node, dig, is_unknown
 
-NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
-LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-EKS_COMPONENT = "eks:index:Cluster"
-EKS_CLUSTER = "aws:eks/cluster:Cluster"
-NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
-FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
+NODE_GROUP = tokens.EKS_NODE_GROUP
+LAUNCH_TEMPLATE = tokens.EC2_LAUNCH_TEMPLATE
+EKS_COMPONENT = tokens.EKS_COMPONENT_CLUSTER
+EKS_CLUSTER = tokens.EKS_CLUSTER
+NAT_GATEWAY = tokens.EC2_NAT_GATEWAY
+FSX = tokens.FSX_LUSTRE_FILE_SYSTEM
 EKS_DEFAULT_DISK_GIB = 20  # EKS's root volume when neither the node group nor its launch template sets one
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
+from trainium_eks import tokens
 from trainium_eks.graph import Graph, Node
 
 TF_DEFAULT = "Terraform AWS provider default create timeout"
@@ -21,38 +22,38 @@ OBSERVED = "observed in public Terraform/Pulumi apply logs, 2023-2025"
 CREATE_MINUTES: Mapping[str, tuple[float, str]] = {
     # pulumi-eks creates its control plane, IAM, security groups, OIDC provider and managed add-ons in ~12.5 min
     # (748 s, pulumi/pulumi-eks#1819, 2025); the aws:eks/cluster:Cluster inside it takes 8-12 min of that.
-    "eks:index:Cluster": (12.5, "pulumi/pulumi-eks#1819: 748 s for the component with its sub-resources"),
-    "aws:eks/cluster:Cluster": (10.0, f"8m21s-12m18s {OBSERVED}; {TF_DEFAULT} 30 min"),
-    "aws:eks/nodeGroup:NodeGroup": (3.0, f"1m48s-3m41s {OBSERVED}; {TF_DEFAULT} 60 min"),
-    "aws:eks/addon:Addon": (1.0, f"35s-1m6s once nodes run, {OBSERVED}; {TF_DEFAULT} 20 min"),
-    "aws:fsx/lustreFileSystem:LustreFileSystem": (10.0, "~6-10 min: aws-samples/aws-hpc-tutorials#289; steampipe#906"),
-    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": (
+    tokens.EKS_COMPONENT_CLUSTER: (12.5, "pulumi/pulumi-eks#1819: 748 s for the component with its sub-resources"),
+    tokens.EKS_CLUSTER: (10.0, f"8m21s-12m18s {OBSERVED}; {TF_DEFAULT} 30 min"),
+    tokens.EKS_NODE_GROUP: (3.0, f"1m48s-3m41s {OBSERVED}; {TF_DEFAULT} 60 min"),
+    tokens.EKS_ADDON: (1.0, f"35s-1m6s once nodes run, {OBSERVED}; {TF_DEFAULT} 20 min"),
+    tokens.FSX_LUSTRE_FILE_SYSTEM: (10.0, "~6-10 min: aws-samples/aws-hpc-tutorials#289; steampipe#906"),
+    tokens.FSX_DATA_REPOSITORY_ASSOCIATION: (
         5.0,
         "several minutes: aws-samples/amazon-eks-machine-learning-with-terraform-and-kubeflow#112",
     ),
-    "aws:ec2/natGateway:NatGateway": (2.0, f"1m25s-2m5s {OBSERVED}; {TF_DEFAULT} 10 min"),
-    "aws:ec2/vpc:Vpc": (0.3, f"13-24 s {OBSERVED}"),
-    "aws:ec2/subnet:Subnet": (0.2, f"1-15 s {OBSERVED}"),
-    "aws:ec2/internetGateway:InternetGateway": (0.05, f"1 s {OBSERVED}"),
-    "aws:ec2/routeTable:RouteTable": (0.1, f"0-7 s {OBSERVED}"),
-    "aws:ec2/routeTableAssociation:RouteTableAssociation": (0.05, f"0-1 s {OBSERVED}"),
-    "aws:ec2/eip:Eip": (0.05, f"3 s {OBSERVED}"),
-    "aws:ec2/securityGroup:SecurityGroup": (0.05, f"2 s {OBSERVED}"),
-    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": (0.05, f"1-5 s {OBSERVED}"),
-    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": (0.05, f"1-5 s {OBSERVED}"),
-    "aws:ec2/launchTemplate:LaunchTemplate": (0.1, f"1-7 s {OBSERVED}"),
-    "aws:ec2/placementGroup:PlacementGroup": (0.05, "an API call; no timing published (estimate)"),
-    "aws:kms/key:Key": (0.4, f"12-29 s {OBSERVED}"),
-    "aws:kms/alias:Alias": (0.05, "an API call (estimate)"),
-    "aws:iam/role:Role": (0.1, f"1-7 s {OBSERVED}"),
-    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": (0.05, f"0-4 s {OBSERVED}"),
-    "aws:iam/rolePolicy:RolePolicy": (0.05, f"0-4 s {OBSERVED}"),
-    "aws:ecr/repository:Repository": (0.05, f"1-2 s {OBSERVED}"),
-    "aws:ecr/lifecyclePolicy:LifecyclePolicy": (0.05, "an API call (estimate)"),
-    "kubernetes:helm.sh/v3:Release": (1.0, f"23-56 s for small charts {OBSERVED}"),
-    "kubernetes:apps/v1:StatefulSet": (1.5, "image pull, volume provisioning and readiness (estimate)"),
-    "kubernetes:apps/v1:Deployment": (2.0, "pull of a ~1.5 GB image and readiness (estimate)"),
-    "kubernetes:core/v1:PersistentVolumeClaim": (0.1, "binds at once to a static volume (estimate)"),
+    tokens.EC2_NAT_GATEWAY: (2.0, f"1m25s-2m5s {OBSERVED}; {TF_DEFAULT} 10 min"),
+    tokens.EC2_VPC: (0.3, f"13-24 s {OBSERVED}"),
+    tokens.EC2_SUBNET: (0.2, f"1-15 s {OBSERVED}"),
+    tokens.EC2_INTERNET_GATEWAY: (0.05, f"1 s {OBSERVED}"),
+    tokens.EC2_ROUTE_TABLE: (0.1, f"0-7 s {OBSERVED}"),
+    tokens.EC2_ROUTE_TABLE_ASSOCIATION: (0.05, f"0-1 s {OBSERVED}"),
+    tokens.EC2_EIP: (0.05, f"3 s {OBSERVED}"),
+    tokens.EC2_SECURITY_GROUP: (0.05, f"2 s {OBSERVED}"),
+    tokens.VPC_SECURITY_GROUP_INGRESS_RULE: (0.05, f"1-5 s {OBSERVED}"),
+    tokens.VPC_SECURITY_GROUP_EGRESS_RULE: (0.05, f"1-5 s {OBSERVED}"),
+    tokens.EC2_LAUNCH_TEMPLATE: (0.1, f"1-7 s {OBSERVED}"),
+    tokens.EC2_PLACEMENT_GROUP: (0.05, "an API call; no timing published (estimate)"),
+    tokens.KMS_KEY: (0.4, f"12-29 s {OBSERVED}"),
+    tokens.KMS_ALIAS: (0.05, "an API call (estimate)"),
+    tokens.IAM_ROLE: (0.1, f"1-7 s {OBSERVED}"),
+    tokens.IAM_ROLE_POLICY_ATTACHMENT: (0.05, f"0-4 s {OBSERVED}"),
+    tokens.IAM_ROLE_POLICY: (0.05, f"0-4 s {OBSERVED}"),
+    tokens.ECR_REPOSITORY: (0.05, f"1-2 s {OBSERVED}"),
+    tokens.ECR_LIFECYCLE_POLICY: (0.05, "an API call (estimate)"),
+    tokens.HELM_RELEASE: (1.0, f"23-56 s for small charts {OBSERVED}"),
+    tokens.K8S_STATEFUL_SET: (1.5, "image pull, volume provisioning and readiness (estimate)"),
+    tokens.K8S_DEPLOYMENT: (2.0, "pull of a ~1.5 GB image and readiness (estimate)"),
+    tokens.K8S_PERSISTENT_VOLUME_CLAIM: (0.1, "binds at once to a static volume (estimate)"),
 }
 KUBERNETES_OBJECT = (0.05, "an API call (estimate)")
 NOTHING = (0.0, "no cloud work: components, providers and the stack register instantly")

@@ -6,31 +6,31 @@ from collections.abc import Iterator
 
 from policies.rules import Violation, describe
 from policies.rules.trainium import trainium_groups
-from trainium_eks import cost
+from trainium_eks import cost, tokens
 from trainium_eks.graph import Graph, Node, is_unknown
 
 DEFAULT_REQUIRED_TAGS = ["environment", "owner", "cost-center"]
 # Taggable types the platform creates; any other resource with a `tags` input is checked as well.
 TAGGABLE_TYPES = frozenset(
     {
-        "aws:ec2/vpc:Vpc",
-        "aws:ec2/subnet:Subnet",
-        "aws:ec2/internetGateway:InternetGateway",
-        "aws:ec2/routeTable:RouteTable",
-        "aws:ec2/eip:Eip",
-        "aws:ec2/natGateway:NatGateway",
-        "aws:ec2/securityGroup:SecurityGroup",
-        "aws:ec2/placementGroup:PlacementGroup",
-        "aws:ec2/launchTemplate:LaunchTemplate",
-        "aws:eks/nodeGroup:NodeGroup",
-        "aws:eks/addon:Addon",
-        "aws:eks/cluster:Cluster",
-        "aws:kms/key:Key",
-        "aws:iam/role:Role",
-        "aws:fsx/lustreFileSystem:LustreFileSystem",
-        "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation",
-        "aws:ecr/repository:Repository",
-        "eks:index:Cluster",
+        tokens.EC2_VPC,
+        tokens.EC2_SUBNET,
+        tokens.EC2_INTERNET_GATEWAY,
+        tokens.EC2_ROUTE_TABLE,
+        tokens.EC2_EIP,
+        tokens.EC2_NAT_GATEWAY,
+        tokens.EC2_SECURITY_GROUP,
+        tokens.EC2_PLACEMENT_GROUP,
+        tokens.EC2_LAUNCH_TEMPLATE,
+        tokens.EKS_NODE_GROUP,
+        tokens.EKS_ADDON,
+        tokens.EKS_CLUSTER,
+        tokens.KMS_KEY,
+        tokens.IAM_ROLE,
+        tokens.FSX_LUSTRE_FILE_SYSTEM,
+        tokens.FSX_DATA_REPOSITORY_ASSOCIATION,
+        tokens.ECR_REPOSITORY,
+        tokens.EKS_COMPONENT_CLUSTER,
     }
 )
 

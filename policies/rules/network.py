@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from trainium_eks import tokens
 from trainium_eks.graph import Graph, Node, is_unknown, known
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -24,8 +25,8 @@ PORTED_PROTOCOLS = ("tcp", "udp")
 RULE_CIDR_LISTS = ("cidrBlocks", "ipv6CidrBlocks")  # inline rules and SecurityGroupRule
 RULE_CIDRS = ("cidrIpv4", "cidrIpv6")  # the vpc rule resources
 SEPARATE_RULE_TYPES = {
-    "ingress": "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
-    "egress": "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+    "ingress": tokens.VPC_SECURITY_GROUP_INGRESS_RULE,
+    "egress": tokens.VPC_SECURITY_GROUP_EGRESS_RULE,
 }
 
 

@@ -8,36 +8,37 @@ from collections.abc import Iterator
 
 from policies.rules import Violation, describe
 from policies.rules.network import internet_covered, internet_exposures, parse_cidrs, sources_of, traffic_of
+from trainium_eks import tokens
 from trainium_eks.graph import Graph, Node, dig, is_unknown, known
 
-LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-EKS_COMPONENT = "eks:index:Cluster"
-EKS_CLUSTER = "aws:eks/cluster:Cluster"
-FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
-ECR = "aws:ecr/repository:Repository"
-KMS_KEY = "aws:kms/key:Key"
-SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
-SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
-VPC_INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
-IAM_ROLE = "aws:iam/role:Role"
+LAUNCH_TEMPLATE = tokens.EC2_LAUNCH_TEMPLATE
+EKS_COMPONENT = tokens.EKS_COMPONENT_CLUSTER
+EKS_CLUSTER = tokens.EKS_CLUSTER
+FSX = tokens.FSX_LUSTRE_FILE_SYSTEM
+ECR = tokens.ECR_REPOSITORY
+KMS_KEY = tokens.KMS_KEY
+SECURITY_GROUP = tokens.EC2_SECURITY_GROUP
+SECURITY_GROUP_RULE = tokens.EC2_SECURITY_GROUP_RULE
+VPC_INGRESS_RULE = tokens.VPC_SECURITY_GROUP_INGRESS_RULE
+IAM_ROLE = tokens.IAM_ROLE
 IAM_POLICY_TYPES = (
-    "aws:iam/rolePolicy:RolePolicy",
-    "aws:iam/policy:Policy",
-    "aws:iam/userPolicy:UserPolicy",
-    "aws:iam/groupPolicy:GroupPolicy",
+    tokens.IAM_ROLE_POLICY,
+    tokens.IAM_POLICY,
+    tokens.IAM_USER_POLICY,
+    tokens.IAM_GROUP_POLICY,
 )
-ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
-HELM_CHART = "kubernetes:helm.sh/v4:Chart"
-SERVICE = "kubernetes:core/v1:Service"
+ROLE_POLICY_ATTACHMENT = tokens.IAM_ROLE_POLICY_ATTACHMENT
+HELM_RELEASE = tokens.HELM_RELEASE
+HELM_CHART = tokens.HELM_CHART
+SERVICE = tokens.K8S_SERVICE
 POD_TEMPLATE_TYPES = (
-    "kubernetes:apps/v1:Deployment",
-    "kubernetes:apps/v1:StatefulSet",
-    "kubernetes:apps/v1:DaemonSet",
-    "kubernetes:batch/v1:Job",
+    tokens.K8S_DEPLOYMENT,
+    tokens.K8S_STATEFUL_SET,
+    tokens.K8S_DAEMON_SET,
+    tokens.K8S_JOB,
 )
-POD = "kubernetes:core/v1:Pod"
-CRON_JOB = "kubernetes:batch/v1:CronJob"
+POD = tokens.K8S_POD
+CRON_JOB = tokens.K8S_CRON_JOB
 STATEFUL_TYPES = (FSX, ECR, KMS_KEY, EKS_COMPONENT, EKS_CLUSTER)
 CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")

@@ -19,12 +19,12 @@ from policies.rules.trainium import (
     tolerates,
     trainium_groups,
 )
-from trainium_eks import layout
+from trainium_eks import layout, tokens
 from trainium_eks.graph import Graph, Node, dig, is_unknown, known
 
-FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
-HELM_RELEASE_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
-QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
+FSX = tokens.FSX_LUSTRE_FILE_SYSTEM
+HELM_RELEASE_TYPES = (tokens.HELM_RELEASE, tokens.HELM_CHART)
+QUEUE = tokens.VOLCANO_QUEUE
 NEURON_AMI_TYPES = ("AL2023_x86_64_NEURON",)
 NEURON_CHART = "neuron-helm-chart"
 EFA_CHART = "aws-efa-k8s-device-plugin"
@@ -33,11 +33,11 @@ ETCD_IMAGE = re.compile(r"(^|/)etcd(:|@|$)")
 ETCD_PINNED_3_5 = re.compile(r":v3\.5\.\d+$")
 RESERVATION_AZ_TAG = layout.CAPACITY_RESERVATION_AZ_TAG
 WORKLOAD_TYPES = (
-    "kubernetes:apps/v1:StatefulSet",
-    "kubernetes:apps/v1:Deployment",
-    "kubernetes:apps/v1:DaemonSet",
-    "kubernetes:core/v1:Pod",
-    "kubernetes:batch/v1:Job",
+    tokens.K8S_STATEFUL_SET,
+    tokens.K8S_DEPLOYMENT,
+    tokens.K8S_DAEMON_SET,
+    tokens.K8S_POD,
+    tokens.K8S_JOB,
 )
 
 
@@ -287,7 +287,7 @@ def _quantity(value) -> int:
 
 
 def etcd_pinned_with_v2_api(node: Node, config: dict) -> Iterator[Violation]:
-    pod = dig(node.props, "spec", "template", "spec") if node.type != "kubernetes:core/v1:Pod" else node.props.get("spec")
+    pod = dig(node.props, "spec", "template", "spec") if node.type != tokens.K8S_POD else node.props.get("spec")
     if not isinstance(pod, dict):
         return
     for container in pod.get("containers", []) if known(pod.get("containers")) else []:

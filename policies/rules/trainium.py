@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainium_eks import catalog
+from trainium_eks import catalog, tokens
 from trainium_eks.graph import Graph, Node, dig, is_unknown, known
 
-NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
-LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-SUBNET = "aws:ec2/subnet:Subnet"
-SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
-PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
+NODE_GROUP = tokens.EKS_NODE_GROUP
+LAUNCH_TEMPLATE = tokens.EC2_LAUNCH_TEMPLATE
+SUBNET = tokens.EC2_SUBNET
+SECURITY_GROUP = tokens.EC2_SECURITY_GROUP
+PLACEMENT_GROUP = tokens.EC2_PLACEMENT_GROUP
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ def parse(raw_config: Mapping[str, Any], *, stack: str, project_file: Path = PRO
 def from_pulumi() -> PlatformConfig:
     """Parse the running program's config: the map the CLI passed plus anything set in-process (tests)."""
     import pulumi
-    from pulumi.runtime import config as runtime_config
 
-    merged = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
-    return parse(merged, stack=pulumi.get_stack())
+    from trainium_eks import sdk_internals
+
+    return parse(sdk_internals.config_map(), stack=pulumi.get_stack())
