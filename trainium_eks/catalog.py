@@ -83,7 +83,7 @@ class InstanceType:
     # One EFA interface per network card is what the launch template attaches; 0 = no EFA support.
     max_efa_interfaces: int = 0
     network_bandwidth_gbps: float = 0.0
-    # On-demand list price per hour, by region [PRICING].
+    # On-demand list price per hour, by region [PRICE].
     on_demand_usd_per_hour: Mapping[str, float] = field(default_factory=dict)
     # AZ IDs known to offer the type, by region. Empty for general-purpose types (offered everywhere).
     az_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

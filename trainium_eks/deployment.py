@@ -154,21 +154,6 @@ class Schedule:
                 waits.append({"urn": after.node.urn, "waitsFor": before.node.urn})
         return waits
 
-    def dependents_of(self, roots: list[Node]) -> list[Node]:
-        """Every resource that waits, directly or through others, for one of ``roots``."""
-        root_ids = {id(r) for r in roots}
-        return [n for n in self.graph if id(n) not in root_ids and self._waits_for(n, root_ids, set())]
-
-    def _waits_for(self, node: Node, roots: set[int], seen: set[int]) -> bool:
-        for dependency in node.dependencies:
-            if id(dependency) in roots:
-                return True
-            if id(dependency) not in seen:
-                seen.add(id(dependency))
-                if self._waits_for(dependency, roots, seen):
-                    return True
-        return False
-
     def to_json(self) -> dict:
         path = self.critical_path
         return {

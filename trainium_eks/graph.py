@@ -1,6 +1,6 @@
 """A plain resource graph: what the engine knows about each resource, with links resolved to nodes.
 
-Policies (through ``policies/rules/adapter.py``) and the offline engine (from a plan) both build this graph,
+Policies (through the adapters in ``policies/packs.py``) and the offline engine (from a plan) both build this graph,
 so the policy rules and the cost estimate are plain functions over one shape. Property values use the
 engine's wire names; values unknown during preview are the analyzer's unknown sentinels (``is_unknown``).
 """
