@@ -20,13 +20,14 @@ from typing import Any
 
 import jsonschema
 from google.protobuf import json_format, struct_pb2
-from pulumi.runtime.proto import analyzer_pb2
 from pulumi_policy import EnforcementLevel
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 
 from policies.packs import PACKS, POLICIES_DIR, Pack
+from preflight import planfile, stackfile
 from preflight.engine import UNKNOWN
 from trainium_eks.graph import UNKNOWN as UNKNOWN_SENTINEL
+from trainium_eks.sdk_internals import analyzer_pb2
 
 CONFIG_DIR = POLICIES_DIR / "config"
 LEVELS = {
@@ -72,13 +73,16 @@ class CheckResult:
 
 def load_policy_config(stack: str, path: Path | None = None) -> dict:
     """The stack's ``--policy-pack-config`` file (none means every policy at its defaults)."""
-    path = path or CONFIG_DIR / f"{stack}.json"
+    path = CONFIG_DIR / f"{stackfile.check_stack_name(stack)}.json" if path is None else path
     if not path.exists():
         return {}
     try:
-        config = json.loads(path.read_text())
+        config = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise PolicyConfigError(f"{path}: invalid JSON at line {error.lineno}; fix it there") from None
+    except (OSError, UnicodeDecodeError, RecursionError) as error:
+        reason = type(error).__name__ if isinstance(error, RecursionError) else error
+        raise PolicyConfigError(f"{path}: not a readable JSON file ({reason}); fix or remove it") from None
     if not isinstance(config, dict):
         raise PolicyConfigError(f"{path}: expected an object of policy names")
     return config
@@ -102,10 +106,10 @@ def reconcile(pack: Pack, config: dict, source: str) -> dict[str, tuple[str, dic
         if level is not None and level not in levels:
             raise PolicyConfigError(f"{source}: {name}: '{level}' is not an enforcement level ({', '.join(sorted(levels))})")
         if name == "all":
-            result = {k: (level or v[0], v[1]) for k, v in result.items()}
+            result = {k: (v[0] if level is None else level, v[1]) for k, v in result.items()}
         elif name in result:
             current_level, properties = result[name]
-            result[name] = (level or current_level, {**properties, **given})
+            result[name] = (current_level if level is None else level, {**properties, **given})
     for policy in pack.policies:
         if policy.config_schema:
             schema = {"type": "object", "properties": policy.config_schema.properties, "additionalProperties": False}
@@ -230,3 +234,11 @@ def check_plan(plan: dict, policy_config: dict, source: str) -> CheckResult:
         run.analyze_stack(analyzed, result)
     result.violations.sort(key=lambda f: (f.pack, f.urn, f.policy, f.message))
     return result
+
+
+def check_plan_file(path: Path, stack: str | None = None) -> tuple[dict, CheckResult]:
+    """Check a saved plan (``preflight plan --json`` output) as the stack it names, or as ``stack``."""
+    plan = planfile.read(path).to_plan()
+    if stack is not None:
+        plan["stack"] = stack
+    return plan, check_plan(plan, load_policy_config(plan["stack"]), f"policies/config/{plan['stack']}.json")

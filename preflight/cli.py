@@ -15,16 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-from preflight import analysis, batch, check, diff, engine, render, stackfile
-
-
-class UsageError(Exception):
-    pass
-
-
-class OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse would print the usage block as well
-        raise UsageError(f"{self.prog}: {message} (see --help)")
+from preflight import analysis, batch, check, diff, engine, planfile, render, stackfile
+from trainium_eks.cli import OneLineParser, UsageError, one_line
 
 
 def parser() -> argparse.ArgumentParser:
@@ -68,22 +60,15 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def _checked(args: argparse.Namespace) -> list[tuple[dict, check.CheckResult]]:
-    if args.graph:
-        if args.all or len(args.stacks) > 1 or args.stack_file:
+    if args.graph is not None:
+        if args.all or len(args.stacks) > 1 or args.stack_file is not None:
             raise UsageError("--graph checks one plan: give at most one STACK and no --all or --stack-file")
-        try:
-            plan = json.loads(args.graph.read_text())
-        except (OSError, json.JSONDecodeError) as error:
-            raise UsageError(f"--graph {args.graph}: not a readable plan JSON ({error})") from None
-        if not isinstance(plan, dict) or not isinstance(plan.get("resources"), list):
-            raise UsageError(f"--graph {args.graph}: expected the object `preflight plan --json` prints")
-        if args.stacks:
-            plan["stack"] = args.stacks[0]
-        config = check.load_policy_config(plan["stack"])
-        return [(plan, check.check_plan(plan, config, f"policies/config/{plan['stack']}.json"))]
-    if args.all == bool(args.stacks):
+        return [check.check_plan_file(args.graph, args.stacks[0] if args.stacks else None)]
+    if args.all and args.stacks:
+        raise UsageError("give STACK names or --all, not both")
+    if not (args.all or args.stacks):
         raise UsageError("name the stacks to check, or pass --all")
-    if args.stack_file and len(args.stacks) != 1:
+    if args.stack_file is not None and len(args.stacks) != 1:
         raise UsageError("--stack-file goes with exactly one STACK")
     names = stackfile.stack_names() if args.all else args.stacks
     return batch.check_stacks(names, args.stack_file, args.preview)
@@ -107,12 +92,16 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    current = engine.evaluate(stackfile.load(args.stack)).to_json()
+    # Both inputs are read before the evaluation, which takes seconds, so that bad input fails at once.
     against = Path(args.against)
-    if against.is_file():
-        baseline = engine.evaluate(stackfile.load(args.stack, against)).to_json()
-    else:
+    baseline_settings = stackfile.load(args.stack, against) if against.is_file() else None
+    if baseline_settings is None:
+        diff.check_ref(args.against)
+    current = engine.evaluate(stackfile.load(args.stack)).to_json()
+    if baseline_settings is None:
         baseline = diff.plan_at_ref(stackfile.REPO_ROOT, args.against, args.stack)
+    else:
+        baseline = engine.evaluate(baseline_settings).to_json()
     impact = diff.compare(baseline, current)
     if args.json:
         print(json.dumps(impact.to_json(), indent=2, sort_keys=True))
@@ -124,10 +113,13 @@ def run_diff(args: argparse.Namespace) -> int:
 COMMANDS = {"plan": run_plan, "check": run_check, "diff": run_diff}
 
 
+ONE_LINE_ERRORS = (UsageError, batch.StackError, diff.RefError, planfile.PlanFileError, *batch.ONE_LINE_ERRORS)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
         return COMMANDS[args.command](args)
-    except (UsageError, batch.StackError, diff.RefError, *batch.ONE_LINE_ERRORS) as error:
-        print(f"error: {error}", file=sys.stderr)
+    except ONE_LINE_ERRORS as error:
+        print(f"error: {one_line(str(error))}", file=sys.stderr)  # a quoted name or value may hold a line break
         return 2

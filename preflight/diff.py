@@ -8,6 +8,7 @@ one of those paths is a property the provider cannot update in place (``REPLACE_
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -18,23 +19,25 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
+from trainium_eks import tokens
+
 # Properties whose change forces a replacement, for the resource types the platform creates. Sources: the
 # Terraform AWS provider's resource docs ("Forces new resource", which pulumi-aws inherits), pulumi-eks's
 # component inputs, and the Kubernetes API's immutable fields. Anything else changes in place; a launch
 # template, for example, takes every change as a new version, and a node group scales in place.
 REPLACE_ON_CHANGE: Mapping[str, tuple[str, ...]] = {
-    "aws:ec2/vpc:Vpc": ("cidrBlock", "instanceTenancy"),
-    "aws:ec2/subnet:Subnet": ("vpcId", "cidrBlock", "availabilityZone", "availabilityZoneId"),
-    "aws:ec2/securityGroup:SecurityGroup": ("name", "namePrefix", "vpcId", "description"),
-    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": ("securityGroupId",),
-    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": ("securityGroupId",),
-    "aws:ec2/routeTable:RouteTable": ("vpcId",),
-    "aws:ec2/routeTableAssociation:RouteTableAssociation": ("subnetId", "gatewayId"),
-    "aws:ec2/eip:Eip": ("domain",),
-    "aws:ec2/natGateway:NatGateway": ("allocationId", "subnetId", "connectivityType", "privateIp"),
-    "aws:ec2/placementGroup:PlacementGroup": ("name", "namePrefix", "strategy", "partitionCount", "spreadLevel"),
-    "aws:ec2/launchTemplate:LaunchTemplate": ("name", "namePrefix"),
-    "aws:eks/nodeGroup:NodeGroup": (
+    tokens.EC2_VPC: ("cidrBlock", "instanceTenancy"),
+    tokens.EC2_SUBNET: ("vpcId", "cidrBlock", "availabilityZone", "availabilityZoneId"),
+    tokens.EC2_SECURITY_GROUP: ("name", "namePrefix", "vpcId", "description"),
+    tokens.VPC_SECURITY_GROUP_INGRESS_RULE: ("securityGroupId",),
+    tokens.VPC_SECURITY_GROUP_EGRESS_RULE: ("securityGroupId",),
+    tokens.EC2_ROUTE_TABLE: ("vpcId",),
+    tokens.EC2_ROUTE_TABLE_ASSOCIATION: ("subnetId", "gatewayId"),
+    tokens.EC2_EIP: ("domain",),
+    tokens.EC2_NAT_GATEWAY: ("allocationId", "subnetId", "connectivityType", "privateIp"),
+    tokens.EC2_PLACEMENT_GROUP: ("name", "namePrefix", "strategy", "partitionCount", "spreadLevel"),
+    tokens.EC2_LAUNCH_TEMPLATE: ("name", "namePrefix"),
+    tokens.EKS_NODE_GROUP: (
         "amiType",
         "capacityType",
         "clusterName",
@@ -48,13 +51,13 @@ REPLACE_ON_CHANGE: Mapping[str, tuple[str, ...]] = {
         "launchTemplate.id",
         "launchTemplate.name",
     ),
-    "aws:eks/addon:Addon": ("addonName", "clusterName"),
-    "aws:kms/key:Key": ("customerMasterKeySpec", "keyUsage", "multiRegion"),
-    "aws:kms/alias:Alias": ("name", "namePrefix"),
-    "aws:iam/role:Role": ("name", "namePrefix", "path"),
-    "aws:iam/rolePolicy:RolePolicy": ("name", "namePrefix", "role"),
-    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": ("role", "policyArn"),
-    "aws:fsx/lustreFileSystem:LustreFileSystem": (
+    tokens.EKS_ADDON: ("addonName", "clusterName"),
+    tokens.KMS_KEY: ("customerMasterKeySpec", "keyUsage", "multiRegion"),
+    tokens.KMS_ALIAS: ("name", "namePrefix"),
+    tokens.IAM_ROLE: ("name", "namePrefix", "path"),
+    tokens.IAM_ROLE_POLICY: ("name", "namePrefix", "role"),
+    tokens.IAM_ROLE_POLICY_ATTACHMENT: ("role", "policyArn"),
+    tokens.FSX_LUSTRE_FILE_SYSTEM: (
         "subnetIds",
         "securityGroupIds",
         "deploymentType",
@@ -68,34 +71,34 @@ REPLACE_ON_CHANGE: Mapping[str, tuple[str, ...]] = {
         "driveCacheType",
         "efaEnabled",
     ),
-    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": (
+    tokens.FSX_DATA_REPOSITORY_ASSOCIATION: (
         "fileSystemId",
         "fileSystemPath",
         "dataRepositoryPath",
         "batchImportMetaDataOnCreate",
     ),
-    "aws:ecr/repository:Repository": ("name", "encryptionConfigurations"),
-    "aws:ecr/lifecyclePolicy:LifecyclePolicy": ("repository",),
-    "eks:index:Cluster": ("name", "vpcId"),
-    "aws:eks/cluster:Cluster": ("name",),
-    "kubernetes:apps/v1:StatefulSet": (
+    tokens.ECR_REPOSITORY: ("name", "encryptionConfigurations"),
+    tokens.ECR_LIFECYCLE_POLICY: ("repository",),
+    tokens.EKS_COMPONENT_CLUSTER: ("name", "vpcId"),
+    tokens.EKS_CLUSTER: ("name",),
+    tokens.K8S_STATEFUL_SET: (
         "spec.selector",
         "spec.serviceName",
         "spec.volumeClaimTemplates",
         "spec.podManagementPolicy",
     ),
-    "kubernetes:apps/v1:Deployment": ("spec.selector",),
-    "kubernetes:core/v1:Service": ("spec.clusterIP",),
-    "kubernetes:core/v1:PersistentVolume": ("spec.csi", "spec.accessModes", "spec.storageClassName", "spec.volumeMode"),
-    "kubernetes:core/v1:PersistentVolumeClaim": (
+    tokens.K8S_DEPLOYMENT: ("spec.selector",),
+    tokens.K8S_SERVICE: ("spec.clusterIP",),
+    tokens.K8S_PERSISTENT_VOLUME: ("spec.csi", "spec.accessModes", "spec.storageClassName", "spec.volumeMode"),
+    tokens.K8S_PERSISTENT_VOLUME_CLAIM: (
         "spec.accessModes",
         "spec.storageClassName",
         "spec.volumeName",
         "spec.selector",
         "spec.volumeMode",
     ),
-    "kubernetes:storage.k8s.io/v1:StorageClass": ("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode"),
-    "kubernetes:helm.sh/v3:Release": ("name",),
+    tokens.K8S_STORAGE_CLASS: ("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode"),
+    tokens.HELM_RELEASE: ("name",),
 }
 # Kubernetes objects are identified by name and namespace: changing either makes a new object.
 KUBERNETES_IDENTITY = ("metadata.name", "metadata.namespace")
@@ -157,18 +160,53 @@ class RefError(Exception):
     """A git ref that cannot be read; the message is one line."""
 
 
+# What git refuses in a ref name (git check-ref-format), so that no such text reaches git. The revision
+# suffixes ~N, ^N and @{...} stay allowed: `--against HEAD~1` is the common case.
+REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f:?*\[\\]|\.\.")
+
+
+def check_ref(ref: str) -> str:
+    """``ref``, when git could read it as a revision and never as an option."""
+    if ref.startswith("-"):
+        why = "it starts with '-'"
+    elif not ref or REF_FORBIDDEN.search(ref):
+        why = "it is empty or has a space, control character, ':', '?', '*', '[', '\\' or '..'"
+    else:
+        return ref
+    raise RefError(f"--against {ref!r}: not a stack file, nor a git ref ({why}); pass a stack file, branch, tag or commit")
+
+
+def _git(repo: Path, ref: str, *args: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True)
+    except OSError as error:
+        raise RefError(f"--against {ref}: cannot run git ({error.strerror}); install git or pass a stack file") from None
+
+
+def _last_line(output: bytes | str, default: str) -> str:
+    text = output.decode(errors="replace") if isinstance(output, bytes) else output
+    return (text.strip().splitlines() or [default])[-1]
+
+
 def plan_at_ref(repo: Path, ref: str, stack: str) -> dict:
     """Evaluate ``stack`` with the program and stack file as they are at git ``ref``, in a separate process."""
-    archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", ref], capture_output=True)
+    resolved = _git(repo, check_ref(ref), "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    if resolved.returncode != 0:
+        reason = _last_line(resolved.stderr, "no such commit")
+        raise RefError(f"--against {ref}: not a stack file, nor a git ref of {repo} ({reason})")
+    commit = resolved.stdout.decode().strip()
+    archive = _git(repo, ref, "archive", "--format=tar", "--end-of-options", commit)
     if archive.returncode != 0:
-        raise RefError(f"--against {ref}: not a stack file, nor a git ref of {repo} ({archive.stderr.decode().strip()})")
+        raise RefError(f"--against {ref}: git archive of {commit} failed ({_last_line(archive.stderr, 'no output')})")
     with tempfile.TemporaryDirectory(prefix="preflight-diff-") as tree:
         with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
             tar.extractall(tree, filter="data")
         result = subprocess.run(
-            [sys.executable, "-m", "preflight", "plan", stack, "--json"], cwd=tree, capture_output=True, text=True
+            [sys.executable, "-m", "preflight", "plan", "--json", "--", stack], cwd=tree, capture_output=True, text=True
         )
     if result.returncode != 0:
-        last_line = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RefError(f"--against {ref}: evaluating {stack} there failed: {last_line}")
-    return json.loads(result.stdout)
+        raise RefError(f"--against {ref}: evaluating {stack} there failed: {_last_line(result.stderr, 'no output')}")
+    try:
+        return json.loads(result.stdout)
+    except ValueError:
+        raise RefError(f"--against {ref}: evaluating {stack} there printed no plan; is it a version of this project?") from None

@@ -3,11 +3,16 @@
 The result is the flat config map the CLI passes a program: keys ``<namespace>:<key>`` (project keys without
 a namespace get the project's), every value a string (structured values JSON-encoded), project defaults
 applied for keys the stack leaves out, and ``{secure: ...}`` values marked secret.
+
+Both files are untrusted input: reading is bounded in size and nesting, YAML anchors and aliases are refused
+(stack files do not need them, and they are how a small file expands into a huge one), and every problem is
+one line ``<path>: <problem>; <fix>``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,10 +22,19 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Secure values cannot be decrypted offline; the program sees this stand-in, marked secret.
 SECRET_PLACEHOLDER = "preflight-secret"
+# The shipped stack files are a few KiB; a megabyte is far beyond any real one.
+MAX_STACK_FILE_BYTES = 2**20
+# The shipped files nest a few levels deep; the bound keeps the YAML composer far from Python's recursion limit.
+MAX_YAML_DEPTH = 64
+# What the Pulumi CLI accepts as a stack name; it also keeps the name from leaving the stack config directory.
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+STACK_SECTIONS = frozenset({"config", "secretsprovider", "encryptionsalt", "encryptedkey", "environment"})
+STACK_FILE_FIX = "pass a Pulumi stack settings file (UTF-8 YAML)"
 
 
 class StackFileError(Exception):
-    """A stack or project file that cannot be read; the message is one line naming the file and the fix."""
+    """A stack or project file (or, from ``read_text``, any input file) that cannot be read; the message is one
+    line naming the file and the fix."""
 
 
 @dataclass(frozen=True)
@@ -41,54 +55,177 @@ def cli_string(value: Any) -> str:
     return str(value)
 
 
-def _read_yaml(path: Path) -> dict:
+def read_text(path: Path, max_bytes: int, fix: str) -> str:
+    """The file's text, refused (one line, ending in ``fix`` where the file itself is wrong) unless it is a
+    readable UTF-8 text file of at most ``max_bytes``."""
     try:
-        document = yaml.safe_load(path.read_text())
+        with open(path, "rb") as file:
+            data = file.read(max_bytes + 1)  # read() of the whole file would follow /dev/zero forever
     except FileNotFoundError:
-        raise StackFileError(f"{path}: not found") from None
+        raise StackFileError(f"{path}: not found; check the path") from None
+    except IsADirectoryError:
+        raise StackFileError(f"{path}: is a directory; {fix}") from None
+    except PermissionError:
+        raise StackFileError(f"{path}: permission denied; make it readable or {fix}") from None
+    except OSError as error:
+        raise StackFileError(f"{path}: cannot be read ({error.strerror}); {fix}") from None
+    except ValueError:  # a NUL character in the path
+        raise StackFileError(f"{str(path)!r}: not a valid path; check the path") from None
+    if len(data) > max_bytes:
+        raise StackFileError(f"{path}: larger than {max_bytes / 2**20:g} MiB; {fix}")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise StackFileError(f"{path}: UTF-16 text; save it as UTF-8")
+    if b"\0" in data:
+        raise StackFileError(f"{path}: binary content (a NUL byte at offset {data.index(0)}); {fix}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise StackFileError(f"{path}: not UTF-8 text (byte {error.start}); save it as UTF-8") from None
+
+
+class RefusedYAML(yaml.MarkedYAMLError):
+    """YAML that parses but that a stack file may not contain; ``problem`` reads "<problem>; <fix>"."""
+
+
+class StackFileLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` without anchors and aliases, with bounded nesting, and timestamps left as the
+    strings the Pulumi CLI (Go's YAML decoder into ``interface{}``) sees."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or event.anchor is not None:
+            problem = "YAML anchors and aliases are not supported; write the value out"
+            raise RefusedYAML(problem=problem, problem_mark=event.start_mark)
+        if self.depth >= MAX_YAML_DEPTH:
+            problem = f"nested deeper than {MAX_YAML_DEPTH} levels; flatten the value"
+            raise RefusedYAML(problem=problem, problem_mark=event.start_mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+StackFileLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+
+
+def _plain(value: Any, where: str = "") -> str | None:
+    """What in ``value`` the CLI cannot pass a program (a key that is not a string, a binary or set value), as
+    "<problem>; <fix>"; None when it is plain data. ``where`` is the dotted path, empty at the top level."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                shown = json.dumps(key) if isinstance(key, (int, float, type(None))) else repr(key)
+                place = f"under '{where}'" if where else "at the top level"
+                return f'key {shown} {place} is not a string; quote it ("{shown}") or rename it'
+            problem = _plain(item, f"{where}.{key}" if where else key)
+            if problem:
+                return problem
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            problem = _plain(item, f"{where}[{index}]")
+            if problem:
+                return problem
+    elif not isinstance(value, (str, int, float, type(None))):  # bool is an int
+        kind = type(value).__name__
+        return f"'{where}': a {kind} value (from a YAML tag) is not supported; write a string, number, list or mapping"
+    return None
+
+
+def _read_yaml(path: Path) -> dict:
+    text = read_text(path, MAX_STACK_FILE_BYTES, STACK_FILE_FIX)
+    try:
+        document = yaml.load(text, Loader=StackFileLoader)  # a SafeLoader subclass
+    except RefusedYAML as error:
+        raise StackFileError(f"{path}: line {error.problem_mark.line + 1}: {error.problem}") from None
+    except yaml.reader.ReaderError as error:
+        where = f"character U+{error.character:04X} at offset {error.position}"
+        raise StackFileError(f"{path}: {where} is not allowed in YAML; remove it or write it escaped in double quotes") from None
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
+        mark, problem = getattr(error, "problem_mark", None), getattr(error, "problem", None)
         where = f" at line {mark.line + 1}" if mark else ""
-        raise StackFileError(f"{path}: invalid YAML{where}; fix the indentation or quoting there") from None
+        why = f" ({' '.join(problem.split())})" if problem else ""
+        raise StackFileError(f"{path}: invalid YAML{where}{why}; fix the indentation or quoting there") from None
+    except ValueError as error:  # int() of a number longer than Python converts (sys.get_int_max_str_digits)
+        raise StackFileError(f"{path}: a value cannot be read ({str(error).split(':')[0]}); quote it") from None
     if document is None:
         return {}
     if not isinstance(document, dict):
-        raise StackFileError(f"{path}: expected a mapping at the top level")
+        raise StackFileError(f"{path}: expected a mapping at the top level; write key: value pairs")
+    problem = _plain(document)
+    if problem:
+        raise StackFileError(f"{path}: {problem}")
     return document
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    stack_config_dir: Path  # relative to the project's root, as written in Pulumi.yaml
+    config: dict[str, Any]  # key -> its declaration (type, default, description)
+
+
+def read_project(root: Path = REPO_ROOT) -> Project:
+    path = root / "Pulumi.yaml"
+    document = _read_yaml(path)
+    name, stack_config_dir, config = document.get("name"), document.get("stackConfigDir"), document.get("config")
+    if not isinstance(name, str) or not name:
+        raise StackFileError(f"{path}: 'name' must be the project's name (a string); set name: <project>")
+    if stack_config_dir is not None and not isinstance(stack_config_dir, str):
+        raise StackFileError(f"{path}: 'stackConfigDir' must be a directory path (a string); fix or remove it")
+    if config is not None and not isinstance(config, dict):
+        raise StackFileError(f"{path}: 'config' must be a mapping of keys to their declarations")
+    return Project(name, Path("." if stack_config_dir is None else stack_config_dir), {} if config is None else config)
 
 
 def stack_names(root: Path = REPO_ROOT) -> list[str]:
     """The stacks that have a settings file in the project's stack config directory."""
-    project = _read_yaml(root / "Pulumi.yaml")
-    directory = root / project.get("stackConfigDir", ".")
+    directory = root / read_project(root).stack_config_dir
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in directory.glob("Pulumi.*.yaml"))
 
 
+def check_stack_name(stack: str) -> str:
+    if not STACK_NAME.fullmatch(stack):
+        raise StackFileError(f"stack {stack!r}: not a stack name; use letters, digits, '-', '_' and '.' (at most 100)")
+    return stack
+
+
+def _full_key(key: str, project: str) -> str:
+    return key if ":" in key else f"{project}:{key}"
+
+
 def load(stack: str, stack_file: Path | None = None, root: Path = REPO_ROOT) -> StackSettings:
-    project_doc = _read_yaml(root / "Pulumi.yaml")
-    project = project_doc["name"]
-    path = stack_file or root / project_doc.get("stackConfigDir", ".") / f"Pulumi.{stack}.yaml"
+    check_stack_name(stack)
+    project = read_project(root)
+    relative = project.stack_config_dir / f"Pulumi.{stack}.yaml"
+    path = root / relative if stack_file is None else stack_file
     if stack_file is None and not path.exists():
         known = ", ".join(stack_names(root)) or "none"
-        raise StackFileError(f"stack '{stack}' has no {path.relative_to(root)}; known stacks: {known} (or pass --stack-file)")
+        raise StackFileError(f"stack '{stack}' has no {relative}; known stacks: {known} (or pass --stack-file)")
     stack_doc = _read_yaml(path)
-    unknown_sections = sorted(set(stack_doc) - {"config", "secretsprovider", "encryptionsalt", "encryptedkey", "environment"})
+    unknown_sections = sorted(set(stack_doc) - STACK_SECTIONS)
     if unknown_sections:
         raise StackFileError(f"{path}: unknown top-level key '{unknown_sections[0]}'; config keys belong under 'config:'")
-    raw = stack_doc.get("config") or {}
+    raw = stack_doc.get("config")
+    if raw is None:  # `config:` with nothing under it
+        raw = {}
     if not isinstance(raw, dict):
         raise StackFileError(f"{path}: 'config' must be a mapping of keys to values")
 
     config: dict[str, str] = {}
     secret_keys: list[str] = []
     for key, value in raw.items():
-        full_key = key if ":" in key else f"{project}:{key}"
+        full_key = _full_key(key, project.name)
         if isinstance(value, dict) and set(value) == {"secure"}:
             secret_keys.append(full_key)
             value = SECRET_PLACEHOLDER
         config[full_key] = cli_string(value)
-    for key, spec in (project_doc.get("config") or {}).items():
-        full_key = key if ":" in key else f"{project}:{key}"
+    for key, spec in project.config.items():
+        full_key = _full_key(key, project.name)
         if full_key not in config and isinstance(spec, dict) and "default" in spec:
             config[full_key] = cli_string(spec["default"])
-    return StackSettings(project, stack, path, config, tuple(sorted(secret_keys)))
+    return StackSettings(project.name, stack, path, config, tuple(sorted(secret_keys)))

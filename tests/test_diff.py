@@ -94,3 +94,18 @@ def test_against_a_git_ref_evaluates_the_committed_version():
     assert plan["stack"] == "dev" and plan["resources"]
     with pytest.raises(diff.RefError, match="not a stack file, nor a git ref"):
         diff.plan_at_ref(REPO_ROOT, "no-such-ref-anywhere", "dev")
+
+
+@pytest.mark.parametrize("ref", ["HEAD", "HEAD~1", "main^2", "HEAD@{1}", "v1.0", "feature/x"])
+def test_revisions_are_accepted_as_refs(ref):
+    assert diff.check_ref(ref) == ref
+
+
+def test_a_ref_that_reads_as_an_option_never_reaches_git(monkeypatch):
+    def run(*args, **kwargs):
+        raise AssertionError(f"git ran: {args}")
+
+    monkeypatch.setattr(diff.subprocess, "run", run)
+    for ref in ("--output=/tmp/x", "-p", "HEAD --help", "HEAD:stacks"):
+        with pytest.raises(diff.RefError, match="not a stack file, nor a git ref"):
+            diff.plan_at_ref(REPO_ROOT, ref, "dev")

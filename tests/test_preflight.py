@@ -82,6 +82,15 @@ def test_check_of_a_mutated_graph_exits_1_naming_the_policy(tmp_path):
     assert all(v["enforcementLevel"] == "mandatory" for v in report["violations"])
 
 
+def test_check_of_a_saved_plan_equals_check_of_the_stack(tmp_path):
+    graph = tmp_path / "plan.json"
+    graph.write_text(run_preflight("plan", "dev", "--json").stdout)
+    from_file = run_preflight("check", "--graph", str(graph), "--json")
+    from_stack = run_preflight("check", "dev", "--json")
+    assert from_file.returncode == from_stack.returncode == 0, from_file.stderr + from_stack.stderr
+    assert from_file.stdout == from_stack.stdout
+
+
 def test_check_usage_errors_exit_2():
     for args in (["check"], ["check", "dev", "--all"], ["check", "dev", "prod", "--stack-file", "x.yaml"]):
         result = run_preflight(*args)

@@ -1,0 +1,132 @@
+"""A saved plan (what `preflight plan --json` writes), read at the edge for `preflight check --graph FILE`.
+
+The file is parsed once into frozen models that state every field's type, exactly the shape ``plan --json``
+prints: the engine's plan (``engine.Plan.to_json``) with the ``cost`` and ``deployment`` annotations
+(``preflight.analysis``), which may be left out. Anything else is refused with one line
+``<file>: <json path>: <problem>; <fix>``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
+
+from preflight.stackfile import STACK_NAME, StackFileError, read_text
+
+# The shipped stacks' plans are about 150 KiB; a plan a hundred times larger is still far below the bound.
+MAX_PLAN_FILE_BYTES = 64 * 2**20
+FIX = "regenerate the file with `python -m preflight plan STACK --json`"
+
+
+class PlanFileError(Exception):
+    """A plan file that cannot be checked; the message is one line naming the file, the place and the fix."""
+
+
+class _Record(BaseModel):
+    # strict: JSON `1` is not a boolean nor `"1"` a number, as the engine never writes them that way.
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class PlannedResource(_Record):
+    """One registration as the engine sees it (``engine.Resource.to_json``)."""
+
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    parent: str | None
+    provider: str | None
+    protect: bool
+    retain_on_delete: bool = Field(alias="retainOnDelete")
+    dependencies: tuple[str, ...]
+    property_dependencies: dict[str, tuple[str, ...]] = Field(alias="propertyDependencies")
+    inputs: dict[str, JsonValue]
+
+
+class CostLine(_Record):
+    urn: str
+    description: str
+    hourly_usd: float = Field(alias="hourlyUsd")
+
+
+class CostEstimate(_Record):
+    """``trainium_eks.cost.CostEstimate.to_json``."""
+
+    hourly_usd: float = Field(alias="hourlyUsd")
+    monthly_usd: float = Field(alias="monthlyUsd")
+    price_source: str = Field(alias="priceSource")
+    lines: tuple[CostLine, ...]
+
+
+class DeploymentStep(_Record):
+    urn: str
+    type: str
+    start_minute: float = Field(alias="startMinute")
+    finish_minute: float = Field(alias="finishMinute")
+    minutes: float
+    source: str
+
+
+class OrderingWait(_Record):
+    urn: str
+    waits_for: str = Field(alias="waitsFor")
+
+
+class DeploymentSchedule(_Record):
+    """``trainium_eks.deployment.Schedule.to_json``."""
+
+    critical_path_minutes: float = Field(alias="criticalPathMinutes")
+    critical_path: tuple[str, ...] = Field(alias="criticalPath")
+    steps: tuple[DeploymentStep, ...]
+    ordering_only_waits: tuple[OrderingWait, ...] = Field(alias="orderingOnlyWaits")
+
+
+class PlanFile(_Record):
+    project: str
+    # The stack names the policy config file to read, so it must not name a path.
+    stack: Annotated[str, StringConstraints(pattern=f"^{STACK_NAME.pattern}$")]
+    resources: tuple[PlannedResource, ...]
+    outputs: dict[str, JsonValue]
+    # Annotations `plan --json` adds; `check` computes them afresh from the resources.
+    cost: CostEstimate | None = None
+    deployment: DeploymentSchedule | None = None
+
+    @field_validator("resources")
+    @classmethod
+    def _urns_are_unique(cls, resources: tuple[PlannedResource, ...]) -> tuple[PlannedResource, ...]:
+        seen: set[str] = set()
+        for resource in resources:
+            if resource.urn in seen:  # one of the two would silently go unchecked
+                raise PydanticCustomError("duplicate_urn", "two resources have the urn {urn}", {"urn": resource.urn})
+            seen.add(resource.urn)
+        return resources
+
+    def to_plan(self) -> dict[str, Any]:
+        """The plan as the engine's ``Plan.to_json`` gives it, which the policy check and the analysis read."""
+        return self.model_dump(mode="json", by_alias=True, exclude={"cost", "deployment"})
+
+
+def json_path(loc: tuple[int | str, ...]) -> str:
+    """``$.resources[3].urn`` from pydantic's error location."""
+    return "$" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
+
+
+# pydantic error type -> the problem, where pydantic's own words would not say it.
+PROBLEMS = {"missing": "missing", "extra_forbidden": "unknown key"}
+
+
+def read(path: Path) -> PlanFile:
+    try:
+        text = read_text(path, MAX_PLAN_FILE_BYTES, FIX)
+    except StackFileError as error:
+        raise PlanFileError(str(error)) from None
+    try:
+        return PlanFile.model_validate_json(text)
+    except ValidationError as error:
+        detail = error.errors(include_url=False)[0]
+        message = detail["msg"]
+        problem = PROBLEMS.get(detail["type"], message[:1].lower() + message[1:])
+        raise PlanFileError(f"{path}: {json_path(detail['loc'])}: {problem}; {FIX}") from None

@@ -1,0 +1,45 @@
+"""The repository as a package: every top-level package is installable, nothing edits sys.path, and the SDK
+internals module is pinned to the SDK release requirements.txt installs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tomllib
+
+from preflight.stackfile import REPO_ROOT
+from trainium_eks import sdk_internals
+
+
+def tracked_python_files() -> list[str]:
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return listed.stdout.split()
+
+
+def test_every_package_of_the_repository_is_declared():
+    declared = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {path.parent.name for path in REPO_ROOT.glob("*/__init__.py")}
+    assert packages == {pattern.rstrip("*") for pattern in declared}
+
+
+def test_nothing_edits_sys_path():
+    edit = re.compile(r"\bsys\.path\.(insert|append|extend|remove)\(|\bsys\.path\s*=")
+    offenders = [path for path in tracked_python_files() if edit.search((REPO_ROOT / path).read_text())]
+    assert not offenders
+
+
+def test_sdk_internals_are_read_from_the_pinned_sdk_release():
+    (pin,) = re.findall(r"^pulumi==(\S+)", (REPO_ROOT / "requirements.txt").read_text(), re.MULTILINE)
+    assert pin == sdk_internals.PULUMI_VERSION
+
+
+def test_only_the_internals_module_imports_sdk_internals():
+    private = re.compile(r"from pulumi\.runtime(\.\w+)? import|pulumi\.runtime\.(rpc|settings|proto|sync_await|config)\b")
+    importers = [p for p in tracked_python_files() if private.search((REPO_ROOT / p).read_text())]
+    assert importers == ["trainium_eks/sdk_internals.py"]
