@@ -6,8 +6,8 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from support import STACKS, node_group_config, run_preflight, settings
 
-from conftest import STACKS, node_group_config, run_preflight, settings
 from preflight import stackfile
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import catalog

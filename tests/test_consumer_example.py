@@ -8,8 +8,8 @@ import runpy
 
 import pulumi
 import pytest
+from support import evaluate
 
-from conftest import evaluate
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import sdk_internals
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from support import STACKS, evaluate, node_group_config, run_preflight, settings
 
-from conftest import STACKS, evaluate, node_group_config, run_preflight, settings
 from policies.rules.trainium import trainium_groups
 from preflight import analysis
 from trainium_eks import catalog, cost, deployment

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from support import evaluate, one
 
-from conftest import evaluate, one
 from policies.rules.trainium import tolerates
 from trainium_eks import versions
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 import yaml
+from support import evaluate, node_group_config, run_preflight
 
-from conftest import evaluate, node_group_config, run_preflight
 from preflight import diff
 from preflight.stackfile import REPO_ROOT
 

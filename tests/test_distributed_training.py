@@ -17,9 +17,9 @@ import sys
 import time
 
 import pytest
+from support import evaluate
 from transformers import BertForPreTraining
 
-from conftest import evaluate
 from jobs.components import JOB_VERSION_ANNOTATION
 from jobs.launch import DATASET
 from jobs.local_etcd import LocalEtcd

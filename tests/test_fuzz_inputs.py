@@ -16,8 +16,8 @@ import re
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import evaluate
 
-from conftest import evaluate
 from jobs import launch
 from preflight import cli
 from preflight.stackfile import REPO_ROOT

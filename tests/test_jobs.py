@@ -10,8 +10,8 @@ import sys
 
 import kubernetes_validate
 import pytest
+from support import evaluate, run_preflight
 
-from conftest import evaluate, run_preflight
 from jobs import acceptance
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import catalog, layout

@@ -7,8 +7,7 @@ import copy
 import jsonschema
 import kubernetes_validate
 import pytest
-
-from conftest import settings
+from support import settings
 
 # Built-in kinds are checked strictly (unknown or misspelt fields fail); Volcano's Queue is a CRD, checked against
 # the fields of scheduling.volcano.sh/v1beta1 Queue that the platform sets (Volcano 1.15 CRD).

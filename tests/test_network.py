@@ -5,9 +5,9 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+from support import STACKS, evaluate, one, settings
 
 from components.network import DeployTimeCheckError, subnet_cidrs
-from conftest import STACKS, evaluate, one, settings
 from preflight.mocks import PlatformMocks
 
 SUBNET = "aws:ec2/subnet:Subnet"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from support import STACKS, evaluate, settings
 
-from conftest import STACKS, evaluate, settings
 from trainium_eks import catalog, versions
 from trainium_eks.contract import CONTRACT_VERSION, KEYS, PlatformContract
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
+from support import STACKS, cached_plan, evaluate, node_group_config, settings
 
-from conftest import STACKS, _cached, evaluate, node_group_config, settings
 from policies.packs import PACKS
 from policies.rules.security import ECR, EKS_COMPONENT, HELM_RELEASE, ROLE_POLICY_ATTACHMENT, SERVICE, VPC_INGRESS_RULE
 from policies.rules.topology import FSX, QUEUE, RESERVATION_AZ_TAG
@@ -38,7 +38,7 @@ def plan_of(stack: str, preview: bool = False, **overrides: Any) -> dict:
     """A private copy of the stack's plan (evaluated once per session for each program config)."""
     if overrides:
         return copy.deepcopy(_evaluated(stack, json.dumps(overrides, sort_keys=True)))
-    return copy.deepcopy(_cached(stack, preview).to_json())
+    return copy.deepcopy(cached_plan(stack, preview).to_json())
 
 
 def findings(plan: dict, config: dict | None = None) -> check.CheckResult:
@@ -368,7 +368,7 @@ def test_enforcement_levels_follow_the_config():
 
 
 def test_mutations_do_not_leak_into_the_shared_plans():
-    snapshot = copy.deepcopy(_cached("dev", False).to_json())
+    snapshot = copy.deepcopy(cached_plan("dev", False).to_json())
     for case in (c for cases in MUTATIONS.values() for c in cases if c.stack == "dev" and not c.overrides):
         _mutated(case)
-    assert _cached("dev", False).to_json() == snapshot, "a mutation edited the session's shared plan"
+    assert cached_plan("dev", False).to_json() == snapshot, "a mutation edited the session's shared plan"

@@ -11,8 +11,8 @@ import grpc
 import pytest
 import yaml
 from google.protobuf import empty_pb2, struct_pb2
+from support import evaluate
 
-from conftest import evaluate
 from policies.packs import PACKS, SECURITY_BASELINE
 from trainium_eks.sdk_internals import analyzer_pb2, analyzer_pb2_grpc
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from conftest import run_preflight
+from support import run_preflight
 
 RESOURCE_KEYS = {
     "urn",

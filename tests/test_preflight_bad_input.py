@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from support import run_preflight
 
-from conftest import run_preflight
 from preflight import stackfile
 from preflight.stackfile import REPO_ROOT
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import evaluate, one
+from support import evaluate, one
+
 from trainium_eks import layout, versions
 
 

@@ -7,8 +7,8 @@ topology with real etcd members (``jobs.local_etcd``) and ask it what a client w
 from __future__ import annotations
 
 import pytest
+from support import STACKS, evaluate, one, settings
 
-from conftest import STACKS, evaluate, one, settings
 from jobs.local_etcd import LocalEtcd
 from trainium_eks import config, layout, versions
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from conftest import evaluate, node_group_config, one
+from support import evaluate, node_group_config, one
+
 from trainium_eks import catalog, layout, versions
 
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from support import STACKS, by_urn, evaluate, node_group_config, one, settings
 
-from conftest import STACKS, by_urn, evaluate, node_group_config, one, settings
 from trainium_eks import catalog, layout
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
