@@ -15,11 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from trainium_eks import catalog, versions
 from trainium_eks.config import fields as f
 
-# Amazon EKS service quotas: 30 managed node groups per cluster, 450 nodes per managed node group, 40 public
-# access CIDR blocks per cluster.
-MAX_NODE_GROUPS = 30
-MAX_NODES_PER_GROUP = 450
-MAX_PUBLIC_ACCESS_CIDRS = 40
 FSX_DEPLOYMENT_TYPES = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
 # etcd needs a majority of its members: 3 survive the loss of one, 5 of two; an even count adds no tolerance.
 ETCD_MEMBER_COUNTS = (1, 3, 5)
@@ -30,14 +25,8 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
 
 
-NodeCount = Annotated[
-    f.Integer,
-    f.rule(
-        lambda v: v <= MAX_NODES_PER_GROUP,
-        f"{{value}} is above {MAX_NODES_PER_GROUP}",
-        f"use at most {MAX_NODES_PER_GROUP} (EKS's limit per node group)",
-    ),
-]  # the order of min, desired and max is a rule across fields
+# Node counts have no upper bound here: EKS's limits on them are service quotas, which an account can raise.
+NodeCount = f.Integer  # the order of min, desired and max is a rule across fields
 
 
 class CapacityReservationInput(Strict):
@@ -100,11 +89,6 @@ class StackInput(Strict):
     public_access_cidrs: Annotated[
         list[f.PublicCidr],
         f.Structured,
-        f.rule(
-            lambda v: len(v) <= MAX_PUBLIC_ACCESS_CIDRS,
-            f"lists more than {MAX_PUBLIC_ACCESS_CIDRS} ranges",
-            "merge ranges; EKS accepts at most 40",
-        ),
         f.rule(lambda v: len(set(v)) == len(v), "lists a range twice", "list each range once"),
     ] = Field(alias="publicAccessCidrs")
     cluster_admin_principal_arns: Annotated[
@@ -122,7 +106,6 @@ class StackInput(Strict):
     system_node_min_size: NodeCount = Field(alias="systemNodeMinSize")
     system_node_desired_size: NodeCount = Field(alias="systemNodeDesiredSize")
     system_node_max_size: NodeCount = Field(alias="systemNodeMaxSize")
-    neuron_scheduler_extension: f.Boolean = Field(alias="neuronSchedulerExtension")
     neuron_monitor: f.Boolean = Field(alias="neuronMonitor")
     fsx_deployment_type: f.one_of(FSX_DEPLOYMENT_TYPES) = Field(alias="fsxDeploymentType")
     fsx_storage_capacity_gib: f.Integer = Field(alias="fsxStorageCapacityGiB")  # its steps depend on the type
@@ -155,7 +138,6 @@ class StackInput(Strict):
         list[NodeGroupInput],
         f.Structured,
         f.rule(bool, "empty", "add at least one Trainium node group"),
-        f.rule(lambda v: len(v) <= MAX_NODE_GROUPS, "too many node groups", f"use at most {MAX_NODE_GROUPS} (EKS's limit)"),
     ] = Field(alias="trainiumNodeGroups")
     volcano_queues: Annotated[
         list[QueueInput],
