@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kube import helm_release, system_node_selector, trainium_node_selector
+from components.kube import helm_release, trainium_node_selector
 from trainium_eks import layout, versions
 from trainium_eks.config import DevicePluginConfig
 
@@ -25,7 +25,7 @@ CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
 @dataclass(frozen=True)
 class DevicePluginsArgs:
     config: DevicePluginConfig
-    system_nodes: pulumi.Resource  # the scheduler extension runs there; the release waits for it
+    system_nodes: pulumi.Resource  # the release waits for them, as every release does
 
 
 class DevicePlugins(pulumi.ComponentResource):
@@ -58,8 +58,9 @@ class DevicePlugins(pulumi.ComponentResource):
                     "nodeSelector": trainium_node_selector(),
                     "tolerations": trainium_tolerations,
                 },
-                # The extension packs NeuronCores contiguously for pods asking for less than a whole node.
-                "scheduler": {"enabled": cfg.neuron_scheduler_extension, "nodeSelector": system_node_selector()},
+                # Off: the chart's scheduler extension serves only pods scheduled by its own kube-scheduler, and
+                # every job here is scheduled by Volcano, so it would change nothing.
+                "scheduler": {"enabled": False},
                 # Neuron node problem detector: reports Neuron hardware and runtime faults as node conditions
                 # and events (monitor only; node recovery stays off).
                 "npd": {

@@ -60,10 +60,10 @@ def test_charts_are_the_pinned_versions(stack_plan):
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-def test_scheduler_extension_and_health_monitor_follow_the_config(enabled):
-    plan = evaluate("staging", neuronSchedulerExtension=enabled, neuronMonitor=enabled)
+def test_health_monitor_follows_the_config_and_the_scheduler_extension_stays_off(enabled):
+    plan = evaluate("staging", neuronMonitor=enabled)
     values = releases(plan)["neuron-device-plugin"].inputs["values"]
-    assert values["scheduler"]["enabled"] is enabled
+    assert values["scheduler"]["enabled"] is False  # Volcano schedules every job; the extension would serve none
     assert values["npd"]["enabled"] is enabled
     namespaces = {r.inputs["metadata"]["name"] for r in plan.find("kubernetes:core/v1:Namespace")}
     assert ("neuron-healthcheck-system" in namespaces) is enabled

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # EKS versions in standard support on 2026-12-02 plus 1.34, whose extended support began that day
-# (awsdocs/amazon-eks-user-guide kubernetes-versions.adoc). The AL2023 Neuron AMI is built for 1.30-1.36
-# (awslabs/amazon-eks-ami CHANGELOG v20260714).
-SUPPORTED_KUBERNETES_VERSIONS = ("1.34", "1.35", "1.36")
+# (awsdocs/amazon-eks-user-guide kubernetes-versions.adoc), that the pinned Volcano also supports: Volcano
+# 1.15's Kubernetes compatibility table (volcano-sh/volcano README) ends at 1.35, so 1.36 waits for a Volcano
+# release that lists it. The AL2023 Neuron AMI is built for 1.30-1.36 (awslabs/amazon-eks-ami CHANGELOG v20260714).
+SUPPORTED_KUBERNETES_VERSIONS = ("1.34", "1.35")
 EXTENDED_SUPPORT_KUBERNETES_VERSIONS = ("1.34",)  # billed at the extended-support control-plane rate
 
 

@@ -79,7 +79,6 @@ class ClusterConfig:
 
 @dataclass(frozen=True)
 class DevicePluginConfig:
-    neuron_scheduler_extension: bool
     neuron_monitor: bool
 
 
