@@ -45,6 +45,7 @@ class Observability(pulumi.ComponentResource):
                     "metadata": {"labels": labels},
                     "spec": {
                         "nodeSelector": system_node_selector(),
+                        "automountServiceAccountToken": False,  # TensorBoard never calls the Kubernetes API
                         "securityContext": restricted_pod_security_context(TENSORBOARD_UID),
                         "containers": [
                             {
@@ -59,6 +60,14 @@ class Observability(pulumi.ComponentResource):
                                 ],
                                 "ports": [{"name": "http", "containerPort": layout.TENSORBOARD_PORT, "protocol": "TCP"}],
                                 "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 15},
+                                # Restart a TensorBoard that stops answering (it can wedge reloading a large logdir).
+                                "livenessProbe": {
+                                    "httpGet": {"path": "/", "port": "http"},
+                                    "initialDelaySeconds": 30,
+                                    "periodSeconds": 30,
+                                    "timeoutSeconds": 10,
+                                    "failureThreshold": 5,
+                                },
                                 "resources": {
                                     "requests": {"cpu": "250m", "memory": "1Gi"},
                                     "limits": {"cpu": "2", "memory": "4Gi"},

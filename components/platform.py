@@ -82,6 +82,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
             f"{name}-scheduling",
             SchedulingArgs(
                 config=config.scheduling,
+                kubernetes_version=config.cluster.kubernetes_version,
                 node_groups=config.trainium_node_groups,
                 block_storage_class=cluster.block_storage_class,
                 system_nodes=cluster.system_node_group,

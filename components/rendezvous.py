@@ -42,6 +42,11 @@ def client_endpoint(namespace: str) -> str:
     return f"{ETCD_NAME}.{namespace}.svc.cluster.local:{layout.ETCD_CLIENT_PORT}"
 
 
+def quorum(members: int) -> int:
+    """Members that must stay up for etcd to serve: a majority."""
+    return members // 2 + 1
+
+
 def member_url(member: str, namespace: str, port: int) -> str:
     """A member's own stable URL: its pod name under the headless Service."""
     return f"http://{member}.{MEMBERS_SERVICE}.{namespace}.svc.cluster.local:{port}"
@@ -121,6 +126,13 @@ class Rendezvous(pulumi.ComponentResource):
             },
             opts=child,
         )
+        if args.members > 1:  # a single member has no majority to keep: draining its node interrupts the jobs
+            k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-quorum",
+                metadata={"name": ETCD_NAME, "namespace": args.namespace, "labels": labels},
+                spec={"minAvailable": quorum(args.members), "selector": {"matchLabels": labels}},
+                opts=child,
+            )
         self.endpoint = client_endpoint(args.namespace_name)
         self.register_outputs({"endpoint": self.endpoint})
 
@@ -128,6 +140,7 @@ class Rendezvous(pulumi.ComponentResource):
     def _pod_spec(args: RendezvousArgs, labels: dict) -> dict:
         return {
             "nodeSelector": system_node_selector(),
+            "automountServiceAccountToken": False,  # etcd never calls the Kubernetes API
             "affinity": {  # one member per node: a node drain takes at most one member
                 "podAntiAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [

@@ -27,9 +27,24 @@ VOLCANO_NAMESPACE = "volcano-system"
 @dataclass(frozen=True)
 class SchedulingArgs:
     config: SchedulingConfig
+    kubernetes_version: str  # the Pod Security Standards version the job namespace enforces
     node_groups: Sequence[TrainiumNodeGroupConfig]
     block_storage_class: pulumi.Input[str]
     system_nodes: pulumi.Resource  # Volcano's controllers run there; its release waits for them
+
+
+def pod_security_labels(kubernetes_version: str) -> dict[str, str]:
+    """Pod Security admission for the job namespace: enforce "baseline", the strictest level the training pods
+    pass (the Neuron training image runs as root); warn and audit at "restricted" to show what is left."""
+    version = f"v{kubernetes_version}"
+    return {
+        "pod-security.kubernetes.io/enforce": "baseline",
+        "pod-security.kubernetes.io/enforce-version": version,
+        "pod-security.kubernetes.io/warn": "restricted",
+        "pod-security.kubernetes.io/warn-version": version,
+        "pod-security.kubernetes.io/audit": "restricted",
+        "pod-security.kubernetes.io/audit-version": version,
+    }
 
 
 def provisioned_capacity(node_groups: Sequence[TrainiumNodeGroupConfig]) -> dict[str, int]:
@@ -60,7 +75,10 @@ class Scheduling(pulumi.ComponentResource):
 
         namespace = k8s.core.v1.Namespace(
             f"{name}-jobs",
-            metadata={"name": cfg.job_namespace, "labels": {"app.kubernetes.io/part-of": "trainium-eks"}},
+            metadata={
+                "name": cfg.job_namespace,
+                "labels": {"app.kubernetes.io/part-of": "trainium-eks", **pod_security_labels(args.kubernetes_version)},
+            },
             opts=k8s_opts,
         )
         volcano = helm_release(

@@ -19,7 +19,7 @@ from pulumi_policy import (
 )
 
 from policies.adapters import resource_policy, stack_policy
-from policies.rules import cost, security, topology
+from policies.rules import cost, security, topology, workloads
 from trainium_eks import tokens
 
 POLICIES_DIR = Path(__file__).resolve().parent
@@ -239,6 +239,33 @@ SECURITY_BASELINE = Pack(
             Severity.HIGH,
             security.stateful_resources_protected,
             config={"requireProtection": {"type": "boolean", "default": False}},
+        ),
+        stack_policy(
+            "etcd-quorum-disruption-budget",
+            "An etcd of several members has a PodDisruptionBudget that keeps its majority up.",
+            Severity.HIGH,
+            workloads.etcd_quorum_disruption_budget,
+        ),
+        resource_policy(
+            "service-account-token-off",
+            "Workloads without a service account of their own mount no service-account token.",
+            Severity.MEDIUM,
+            workloads.service_account_token_off,
+            workloads.WORKLOAD_TYPES,
+        ),
+        resource_policy(
+            "workload-liveness-probes",
+            "Every container of the platform's workloads has a liveness probe.",
+            Severity.MEDIUM,
+            workloads.liveness_probes,
+            workloads.WORKLOAD_TYPES,
+        ),
+        resource_policy(
+            "namespace-pod-security",
+            "The platform's namespaces enforce a Pod Security Standard (baseline or restricted).",
+            Severity.HIGH,
+            workloads.namespace_pod_security,
+            (tokens.K8S_NAMESPACE,),
         ),
     ),
 )

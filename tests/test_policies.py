@@ -150,6 +150,9 @@ def _public_cidrs(*cidrs: str) -> Callable[[dict], None]:
 
 
 ETCD = "kubernetes:apps/v1:StatefulSet"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+DISRUPTION_BUDGET = "kubernetes:policy/v1:PodDisruptionBudget"
+NAMESPACE = "kubernetes:core/v1:Namespace"
 edit_template = functools.partial(edit, LAUNCH_TEMPLATE, "-lt")
 edit_node_group = functools.partial(edit, NODE_GROUP, "-ng")
 edit_cluster = functools.partial(edit, EKS_COMPONENT, "")
@@ -250,6 +253,18 @@ MUTATIONS: dict[str, list[Case]] = {
     "trainium-node-limit": [Case("max-3", "staging", edit_node_group("scalingConfig", "maxSize", to=3.0), ("grow to 3 nodes",))],
     "monthly-cost-budget": [Case("4-nodes", "staging", _four_trainium_nodes, ("trn1.32xlarge", "36,000"))],
     "required-tags": [Case("no-owner", "staging", edit_ecr("tags", "owner"), ("owner",), ECR)],
+    # ---- security-baseline: the platform's own workloads
+    "etcd-quorum-disruption-budget": [
+        Case("no-budget", "prod", without(lambda r: r["type"] == DISRUPTION_BUDGET), ("minAvailable: 2",), ETCD),
+        Case("one-of-three", "staging", edit(DISRUPTION_BUDGET, "quorum", "spec", "minAvailable", to=1.0), blames=ETCD),
+    ],
+    "service-account-token-off": [
+        Case("etcd", "dev", edit(ETCD, "etcd", "spec", "template", "spec", "automountServiceAccountToken"), blames=ETCD)
+    ],
+    "workload-liveness-probes": [Case("tensorboard", "staging", edit(DEPLOYMENT, "tensorboard", *CONTAINER_0, "livenessProbe"))],
+    "namespace-pod-security": [
+        Case("unlabelled", "prod", edit(NAMESPACE, "jobs", "metadata", "labels", "pod-security.kubernetes.io/enforce"))
+    ],
 }
 
 # Edits a policy must let pass, with nothing else firing either.

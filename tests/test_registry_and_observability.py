@@ -66,3 +66,13 @@ def test_tensorboard_can_be_turned_off():
     plan = evaluate("dev", tensorboard=False)
     assert not plan.find("kubernetes:apps/v1:Deployment")
     assert plan.outputs["tensorboardService"] == ""
+
+
+def test_tensorboard_is_restarted_when_it_hangs_and_mounts_no_api_token(stack_plan):
+    deployment = one(
+        [d for d in stack_plan.find("kubernetes:apps/v1:Deployment") if d.inputs["metadata"]["name"] == "tensorboard"]
+    )
+    pod = deployment.inputs["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["livenessProbe"]["httpGet"]["port"] == "http"
+    assert pod["automountServiceAccountToken"] is False

@@ -75,6 +75,20 @@ def test_members_spread_one_per_system_node_with_probes_and_their_own_encrypted_
     assert storage_class.inputs["parameters"] == {"type": "gp3", "encrypted": "true"}
 
 
+def test_a_drain_never_takes_the_majority_and_etcd_mounts_no_api_token(stack_plan):
+    statefulset, _, _ = etcd_parts(stack_plan)
+    members = statefulset.inputs["spec"]["replicas"]
+    budgets = stack_plan.find("kubernetes:policy/v1:PodDisruptionBudget")
+    if members == 1:
+        assert budgets == []  # nothing to keep: dev accepts that a drain interrupts its jobs
+    else:
+        (budget,) = budgets
+        assert budget.inputs["spec"]["minAvailable"] == members // 2 + 1
+        assert budget.inputs["spec"]["selector"]["matchLabels"] == statefulset.inputs["spec"]["template"]["metadata"]["labels"]
+        assert budget.inputs["metadata"]["namespace"] == statefulset.inputs["metadata"]["namespace"]
+    assert statefulset.inputs["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+
 def test_every_member_has_a_system_node_of_its_own(stack_plan):
     statefulset, _, _ = etcd_parts(stack_plan)
     system_nodes = [

@@ -65,3 +65,12 @@ def test_queues_wait_for_volcano_and_volcano_is_pinned(stack_plan):
     assert volcano.inputs["values"]["custom"]["default_ns"] == {layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE}
     for queue in stack_plan.find(QUEUE):
         assert volcano.urn in queue.dependencies
+
+
+def test_the_job_namespace_enforces_baseline_and_warns_at_restricted(stack_plan):
+    (namespace,) = [n for n in stack_plan.find("kubernetes:core/v1:Namespace") if n.name.endswith("-jobs")]
+    labels = namespace.inputs["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
+    cluster_version = stack_plan.find("eks:index:Cluster")[0].inputs["version"]
+    assert labels["pod-security.kubernetes.io/enforce-version"] == f"v{cluster_version}"
