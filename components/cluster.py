@@ -8,6 +8,7 @@ resources so that tests and policies see every property of them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -23,13 +24,19 @@ from trainium_eks.config import ClusterConfig
 
 CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
-# What every EKS node needs: join the cluster, run the VPC CNI, pull images, be reachable by SSM (no SSH).
+# What every EKS node needs: join the cluster, pull images (EKS's node IAM role guide now names PullOnly, which
+# cannot list or describe repositories), be reachable by SSM (no SSH). The VPC CNI's permissions are not here:
+# the vpc-cni add-on gets them through its own service-account role, so pods cannot borrow them from the node.
 NODE_MANAGED_POLICIES = {
     "worker": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-    "cni": "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
-    "ecr": "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+    "ecr": "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
     "ssm": "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
 }
+VPC_CNI_SERVICE_ACCOUNT = "aws-node"
+VPC_CNI_POLICY = "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
+# The add-on's network policy agent enforces NetworkPolicy objects (EKS user guide, "Limit pod traffic with
+# Kubernetes network policies"); etcd's policy relies on it.
+VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
 SYSTEM_ROOT_VOLUME_GIB = 100
 EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
@@ -144,6 +151,19 @@ class Cluster(pulumi.ComponentResource):
             ),
             parent=self,
         )
+        # EKS starts every cluster with a self-managed VPC CNI; the add-on takes it over (with its own role) before
+        # any node joins, so no node ever runs it on the node role's permissions.
+        vpc_cni = self._addon(
+            name,
+            "vpc-cni",
+            versions.VPC_CNI_ADDON,
+            cfg,
+            control_plane,
+            tags,
+            service_account=VPC_CNI_SERVICE_ACCOUNT,
+            policy_arn=VPC_CNI_POLICY,
+            configuration=VPC_CNI_CONFIGURATION,
+        )
         scaling = cfg.system_scaling
         self.system_node_group = aws.eks.NodeGroup(
             f"{name}-system",
@@ -159,7 +179,7 @@ class Cluster(pulumi.ComponentResource):
             launch_template={"id": system_template.id, "version": system_template.latest_version.apply(str)},
             labels={layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE},
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*attachments, *args.node_routing]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*attachments, vpc_cni, *args.node_routing]),
         )
 
         self.provider = k8s.Provider(
@@ -178,43 +198,71 @@ class Cluster(pulumi.ComponentResource):
         self.oidc_issuer = control_plane.oidc_issuer
         self.cluster_security_group_id = control_plane.eks_cluster.vpc_config.cluster_security_group_id
         self.node_role_arn = node_role.arn
-        self.node_role_dependencies = attachments
+        self.node_role_dependencies = [*attachments, vpc_cni]
         self.register_outputs({"name": self.name, "endpoint": self.endpoint, "oidcProviderArn": self.oidc_provider_arn})
 
-    def _block_storage(
-        self, name: str, cfg: ClusterConfig, control_plane: eks.Cluster, tags: dict, protect: bool
-    ) -> pulumi.Output[str]:
-        """The EBS CSI add-on at EKS's default build for the cluster version, and an encrypted gp3 class."""
+    def _addon(
+        self,
+        name: str,
+        short: str,
+        addon_name: str,
+        cfg: ClusterConfig,
+        control_plane: eks.Cluster,
+        tags: dict,
+        *,
+        service_account: str,
+        policy_arn: str,
+        configuration: dict | None = None,
+        depends_on: list | None = None,
+    ) -> aws.eks.Addon:
+        """An EKS add-on at EKS's default build for the cluster version, with a role for its service account."""
         role = irsa_role(
-            f"{name}-ebs-csi",
-            description="EBS CSI controller",
+            f"{name}-{short}",
+            description=f"{addon_name} add-on",
             oidc_provider_arn=control_plane.oidc_provider_arn,
             oidc_issuer=control_plane.oidc_issuer,
             namespace="kube-system",
-            service_account=EBS_CSI_SERVICE_ACCOUNT,
+            service_account=service_account,
             tags=tags,
             parent=self,
         )
         attachment = aws.iam.RolePolicyAttachment(
-            f"{name}-ebs-csi", role=role.name, policy_arn=EBS_CSI_POLICY, opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-{short}", role=role.name, policy_arn=policy_arn, opts=pulumi.ResourceOptions(parent=self)
         )
         addon_version = aws.eks.get_addon_version_output(
-            addon_name=versions.EBS_CSI_ADDON,
+            addon_name=addon_name,
             kubernetes_version=cfg.kubernetes_version,
             most_recent=False,
             opts=pulumi.InvokeOutputOptions(parent=self),
         )
-        addon = aws.eks.Addon(
-            f"{name}-ebs-csi",
+        return aws.eks.Addon(
+            f"{name}-{short}",
             cluster_name=control_plane.eks_cluster.name,
-            addon_name=versions.EBS_CSI_ADDON,
+            addon_name=addon_name,
             addon_version=addon_version.version,
             service_account_role_arn=role.arn,
+            configuration_values=json.dumps(configuration) if configuration else None,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="PRESERVE",
             tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*(depends_on or []), attachment]),
+        )
+
+    def _block_storage(
+        self, name: str, cfg: ClusterConfig, control_plane: eks.Cluster, tags: dict, protect: bool
+    ) -> pulumi.Output[str]:
+        """The EBS CSI add-on and an encrypted gp3 class."""
+        addon = self._addon(
+            name,
+            "ebs-csi",
+            versions.EBS_CSI_ADDON,
+            cfg,
+            control_plane,
+            tags,
+            service_account=EBS_CSI_SERVICE_ACCOUNT,
+            policy_arn=EBS_CSI_POLICY,
             # The add-on turns ACTIVE only once its controller runs, which needs the system nodes.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group, attachment]),
+            depends_on=[self.system_node_group],
         )
         storage_class = k8s.storage.v1.StorageClass(
             f"{name}-gp3",

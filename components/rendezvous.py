@@ -26,6 +26,7 @@ ETCD_PEER_PORT = 2380
 ETCD_UID = 1000  # the image is distroless; run as an unprivileged user that owns the data volume
 DATA_DIR = "/var/lib/etcd"
 HEALTH_PATH = "/health"  # healthy once the member has a leader and serves requests
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,25 @@ class Rendezvous(pulumi.ComponentResource):
                             "resources": {"requests": {"storage": f"{args.storage_gib}Gi"}},
                         },
                     }
+                ],
+            },
+            opts=child,
+        )
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-access",
+            metadata={"name": ETCD_NAME, "namespace": args.namespace, "labels": labels},
+            spec={
+                "podSelector": {"matchLabels": labels},
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    {  # clients: the pods of the job namespace (training jobs, acceptance checks), and nothing else
+                        "from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: args.namespace}}}],
+                        "ports": [{"port": layout.ETCD_CLIENT_PORT, "protocol": "TCP"}],
+                    },
+                    {  # peers: the other members
+                        "from": [{"podSelector": {"matchLabels": labels}}],
+                        "ports": [{"port": ETCD_PEER_PORT, "protocol": "TCP"}],
+                    },
                 ],
             },
             opts=child,

@@ -246,6 +246,12 @@ SECURITY_BASELINE = Pack(
             Severity.HIGH,
             workloads.etcd_quorum_disruption_budget,
         ),
+        stack_policy(
+            "etcd-access-restricted",
+            "etcd admits only chosen clients, under a NetworkPolicy the VPC CNI enforces.",
+            Severity.HIGH,
+            workloads.etcd_access_restricted,
+        ),
         resource_policy(
             "service-account-token-off",
             "Workloads without a service account of their own mount no service-account token.",

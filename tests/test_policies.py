@@ -153,6 +153,8 @@ ETCD = "kubernetes:apps/v1:StatefulSet"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 DISRUPTION_BUDGET = "kubernetes:policy/v1:PodDisruptionBudget"
 NAMESPACE = "kubernetes:core/v1:Namespace"
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+ADDON = "aws:eks/addon:Addon"
 edit_template = functools.partial(edit, LAUNCH_TEMPLATE, "-lt")
 edit_node_group = functools.partial(edit, NODE_GROUP, "-ng")
 edit_cluster = functools.partial(edit, EKS_COMPONENT, "")
@@ -257,6 +259,11 @@ MUTATIONS: dict[str, list[Case]] = {
     "etcd-quorum-disruption-budget": [
         Case("no-budget", "prod", without(lambda r: r["type"] == DISRUPTION_BUDGET), ("minAvailable: 2",), ETCD),
         Case("one-of-three", "staging", edit(DISRUPTION_BUDGET, "quorum", "spec", "minAvailable", to=1.0), blames=ETCD),
+    ],
+    "etcd-access-restricted": [
+        Case("no-policy", "staging", without(lambda r: r["type"] == NETWORK_POLICY), ("no NetworkPolicy",), ETCD),
+        Case("open", "dev", edit(NETWORK_POLICY, "access", "spec", "ingress", 0, "from", to=[]), ("any source",), ETCD),
+        Case("not-enforced", "prod", edit(ADDON, "vpc-cni", "configurationValues", to="{}"), ("nothing enforces",), ETCD),
     ],
     "service-account-token-off": [
         Case("etcd", "dev", edit(ETCD, "etcd", "spec", "template", "spec", "automountServiceAccountToken"), blames=ETCD)

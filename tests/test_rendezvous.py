@@ -6,6 +6,8 @@ topology with real etcd members (``jobs.local_etcd``) and ask it what a client w
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from support import STACKS, evaluate, one, settings
 
@@ -87,6 +89,20 @@ def test_a_drain_never_takes_the_majority_and_etcd_mounts_no_api_token(stack_pla
         assert budget.inputs["spec"]["selector"]["matchLabels"] == statefulset.inputs["spec"]["template"]["metadata"]["labels"]
         assert budget.inputs["metadata"]["namespace"] == statefulset.inputs["metadata"]["namespace"]
     assert statefulset.inputs["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+
+def test_only_the_job_namespace_reaches_etcd_and_the_vpc_cni_enforces_it(stack_plan):
+    statefulset, _, _ = etcd_parts(stack_plan)
+    (policy,) = stack_plan.find("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    spec = policy.inputs["spec"]
+    assert spec["podSelector"]["matchLabels"] == statefulset.inputs["spec"]["template"]["metadata"]["labels"]
+    clients, peers = spec["ingress"]
+    namespace = stack_plan.outputs["jobNamespace"]
+    assert clients["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}]
+    assert clients["ports"] == [{"port": layout.ETCD_CLIENT_PORT, "protocol": "TCP"}]
+    assert peers["from"] == [{"podSelector": {"matchLabels": spec["podSelector"]["matchLabels"]}}]
+    (cni,) = [a for a in stack_plan.find("aws:eks/addon:Addon") if a.inputs["addonName"] == "vpc-cni"]
+    assert json.loads(cni.inputs["configurationValues"]) == {"enableNetworkPolicy": "true"}
 
 
 def test_every_member_has_a_system_node_of_its_own(stack_plan):

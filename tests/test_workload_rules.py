@@ -100,3 +100,36 @@ def test_liveness_probes(containers, count):
 def test_namespace_pod_security(labels, fires):
     namespace = node(tokens.K8S_NAMESPACE, {"metadata": {"labels": labels}})
     assert bool(list(workloads.namespace_pod_security(namespace, {}))) is fires
+
+
+def network_policy(ingress, namespace="training", selector=LABELS, types=("Ingress",)) -> Node:
+    spec = {"podSelector": {"matchLabels": selector}, "policyTypes": list(types), "ingress": ingress}
+    return node(tokens.K8S_NETWORK_POLICY, {"metadata": {"namespace": namespace}, "spec": spec}, "access")
+
+
+def vpc_cni(values='{"enableNetworkPolicy":"true"}') -> Node:
+    return node(tokens.EKS_ADDON, {"addonName": "vpc-cni", "configurationValues": values}, "vpc-cni")
+
+
+JOB_NAMESPACE_ONLY = [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "training"}}}]}]
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        ([network_policy(JOB_NAMESPACE_ONLY), vpc_cni()], []),
+        ([network_policy(JOB_NAMESPACE_ONLY), vpc_cni(UNKNOWN)], []),
+        ([], ["no NetworkPolicy"]),
+        ([network_policy(JOB_NAMESPACE_ONLY, namespace="other"), vpc_cni()], ["no NetworkPolicy"]),
+        ([network_policy(JOB_NAMESPACE_ONLY, types=("Egress",)), vpc_cni()], ["no NetworkPolicy"]),
+        ([network_policy([{"ports": [{"port": 2379.0}]}]), vpc_cni()], ["any source"]),
+        ([network_policy([{"from": [{"namespaceSelector": {}}]}]), vpc_cni()], ["any source"]),
+        ([network_policy([{"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}]), vpc_cni()], ["any source"]),
+        ([network_policy(JOB_NAMESPACE_ONLY)], ["nothing enforces"]),
+        ([network_policy(JOB_NAMESPACE_ONLY), vpc_cni("{}")], ["nothing enforces"]),
+        ([network_policy(JOB_NAMESPACE_ONLY), vpc_cni("not json")], ["nothing enforces"]),
+    ],
+)
+def test_etcd_access(extra, words):
+    messages = [v.message for v in workloads.etcd_access_restricted(Graph([etcd(3.0), *extra]), {})]
+    assert len(messages) == len(words) and all(w in m for w, m in zip(words, messages, strict=True)), messages

@@ -56,6 +56,7 @@ TENSORBOARD_IMAGE = "tensorflow/tensorflow:2.15.0"
 # The EBS CSI driver (for etcd's volume) is an EKS add-on; its version is pinned to the default build EKS
 # publishes for the cluster's Kubernetes version (resolved with eks:DescribeAddonVersions at deploy time).
 EBS_CSI_ADDON = "aws-ebs-csi-driver"
+VPC_CNI_ADDON = "vpc-cni"  # likewise at EKS's default build for the cluster version
 
 HELM_CHARTS = (NEURON_HELM_CHART, EFA_DEVICE_PLUGIN_CHART, VOLCANO_CHART, FSX_CSI_CHART)
 IMAGES = (ETCD_IMAGE, TENSORBOARD_IMAGE)

@@ -1,10 +1,12 @@
-"""In-cluster hardening of the platform's own workloads: etcd keeps its quorum through node drains, workloads
-that never call the Kubernetes API get no service-account token, every container has a liveness probe, and
-the platform's namespaces enforce a Pod Security Standard.
+"""In-cluster hardening of the platform's own workloads: etcd keeps its quorum through node drains and admits
+only chosen clients (under a NetworkPolicy the VPC CNI enforces), workloads that never call the Kubernetes API
+get no service-account token, every container has a liveness probe, and the platform's namespaces enforce a
+Pod Security Standard.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
@@ -33,9 +35,21 @@ def _runs_etcd(node: Node) -> bool:
     return any(ETCD_IMAGE.search(str(c.get("image", ""))) for c in _containers(node))
 
 
-def _selects(budget: Node, labels: dict) -> bool:
-    wanted = dig(budget.props, "spec", "selector", "matchLabels")
+def _selects(selector: Node, labels: dict, *path: str) -> bool:
+    wanted = dig(selector.props, "spec", *path, "matchLabels")
     return isinstance(wanted, dict) and bool(wanted) and all(labels.get(k) == v for k, v in wanted.items())
+
+
+def _etcd_members(graph: Graph) -> Iterator[tuple[Node, dict]]:
+    """etcd StatefulSets with the labels of their pods."""
+    for etcd in graph.of_type(tokens.K8S_STATEFUL_SET):
+        labels = dig(etcd.props, "spec", "template", "metadata", "labels")
+        if _runs_etcd(etcd) and isinstance(labels, dict):
+            yield etcd, labels
+
+
+def _same_namespace(a: Node, b: Node) -> bool:
+    return dig(a.props, "metadata", "namespace") == dig(b.props, "metadata", "namespace")
 
 
 def _keeps(budget: Node, replicas: int, quorum: int) -> bool:
@@ -50,16 +64,12 @@ def _keeps(budget: Node, replicas: int, quorum: int) -> bool:
 
 def etcd_quorum_disruption_budget(graph: Graph, config: dict) -> Iterator[Violation]:
     budgets = graph.of_type(tokens.K8S_POD_DISRUPTION_BUDGET)
-    for etcd in graph.of_type(tokens.K8S_STATEFUL_SET):
+    for etcd, labels in _etcd_members(graph):
         replicas = dig(etcd.props, "spec", "replicas")
-        labels = dig(etcd.props, "spec", "template", "metadata", "labels")
-        if not _runs_etcd(etcd) or is_unknown(replicas) or not isinstance(replicas, (int, float)) or replicas <= 1:
-            continue
-        if not isinstance(labels, dict):
+        if is_unknown(replicas) or not isinstance(replicas, (int, float)) or replicas <= 1:
             continue
         quorum = int(replicas) // 2 + 1
-        namespace = dig(etcd.props, "metadata", "namespace")
-        guarding = [b for b in budgets if dig(b.props, "metadata", "namespace") == namespace and _selects(b, labels)]
+        guarding = [b for b in budgets if _same_namespace(b, etcd) and _selects(b, labels, "selector")]
         if not any(_keeps(b, int(replicas), quorum) for b in guarding):
             yield Violation(
                 etcd.urn,
@@ -100,3 +110,57 @@ def namespace_pod_security(node: Node, config: dict) -> Iterator[Violation]:
             node.urn,
             f"{describe(node)} enforces no Pod Security Standard ({ENFORCE_LABEL}: {level!r}); label it baseline or restricted",
         )
+
+
+def _admits_anyone(rule: dict) -> bool:
+    """An ingress rule with no sources, or a source that is every namespace or the whole internet."""
+    sources = rule.get("from")
+    if is_unknown(sources):
+        return False
+    if not sources:
+        return True
+    for peer in sources if isinstance(sources, list) else []:
+        namespaces = peer.get("namespaceSelector") if isinstance(peer, dict) else None
+        if isinstance(namespaces, dict) and not namespaces.get("matchLabels") and not namespaces.get("matchExpressions"):
+            return True
+        cidr = dig(peer, "ipBlock", "cidr") if isinstance(peer, dict) else None
+        if isinstance(cidr, str) and cidr.endswith("/0"):
+            return True
+    return False
+
+
+def _network_policy_enforced(graph: Graph) -> bool:
+    """Whether the VPC CNI add-on runs its network policy agent."""
+    for addon in graph.of_type(tokens.EKS_ADDON):
+        if addon.props.get("addonName") != "vpc-cni":
+            continue
+        values = addon.props.get("configurationValues")
+        if is_unknown(values):
+            return True
+        try:
+            return json.loads(values or "{}").get("enableNetworkPolicy") == "true"
+        except (TypeError, ValueError, AttributeError):
+            return False
+    return False
+
+
+def etcd_access_restricted(graph: Graph, config: dict) -> Iterator[Violation]:
+    policies = [p for p in graph.of_type(tokens.K8S_NETWORK_POLICY) if "Ingress" in (dig(p.props, "spec", "policyTypes") or [])]
+    for etcd, labels in _etcd_members(graph):
+        guarding = [p for p in policies if _same_namespace(p, etcd) and _selects(p, labels, "podSelector")]
+        if not guarding:
+            yield Violation(
+                etcd.urn,
+                f"{describe(etcd)} holds every job's rendezvous state and no NetworkPolicy limits who reaches it; "
+                "admit only the job namespace to its client port",
+            )
+            continue
+        rules = [r for p in guarding for r in (dig(p.props, "spec", "ingress") or []) if isinstance(r, dict)]
+        if any(_admits_anyone(r) for r in rules):
+            yield Violation(etcd.urn, f"{describe(etcd)}'s NetworkPolicy admits any source; name the job namespace")
+        if not _network_policy_enforced(graph):
+            yield Violation(
+                etcd.urn,
+                f"{describe(etcd)} has a NetworkPolicy that nothing enforces; enable network policies in the "
+                'vpc-cni add-on (configurationValues enableNetworkPolicy: "true")',
+            )
