@@ -1,8 +1,12 @@
 """The hardened EC2 launch template every managed node group of the platform starts from.
 
-IMDSv2 only (hop limit 2 so that pods behind the VPC CNI still reach the instance metadata service),
-an encrypted gp3 root volume, tags on instances, volumes and interfaces. No AMI and no user data: the node
-group's AMI type (AL2023 standard or AL2023 Neuron) lets EKS supply the image and the nodeadm bootstrap.
+IMDSv2 only, hop limit 1: only the node and its host-network pods (aws-node, kube-proxy) reach the instance
+metadata service, so no other pod can take the node role's credentials. The pods that read instance data
+without host networking, the EBS and FSx CSI node plugins, read it from the Kubernetes API when IMDS is out of
+reach (both drivers' metadata code), and the controllers on service-account roles get their region from the
+EKS pod identity webhook's AWS_REGION. Also an encrypted gp3 root volume, tags on instances, volumes and
+interfaces. No AMI and no user data: the node group's AMI type (AL2023 standard or AL2023 Neuron) lets EKS
+supply the image and the nodeadm bootstrap.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from trainium_eks import layout
 from trainium_eks.config import CapacityReservation
 
 ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimised AL2023 AMIs
+IMDS_HOP_LIMIT = 1  # see the module docstring
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,7 @@ def node_launch_template(name: str, args: LaunchTemplateArgs, parent: pulumi.Res
         metadata_options={
             "http_endpoint": "enabled",
             "http_tokens": "required",
-            "http_put_response_hop_limit": 2,
+            "http_put_response_hop_limit": IMDS_HOP_LIMIT,
             "instance_metadata_tags": "disabled",
         },
         block_device_mappings=[

@@ -135,10 +135,11 @@ SECURITY_BASELINE = Pack(
     policies=(
         resource_policy(
             "ec2-launch-template-imdsv2-required",
-            "Launch templates require IMDSv2.",
+            "Launch templates require IMDSv2 and keep its answers on the node (hop limit 1).",
             Severity.HIGH,
             security.imdsv2_required,
             (security.LAUNCH_TEMPLATE,),
+            config={"maxHopLimit": {"type": "integer", "minimum": 1, "maximum": 64, "default": 1}},
         ),
         resource_policy(
             "ec2-launch-template-encrypted-block-devices",

@@ -210,7 +210,10 @@ MUTATIONS: dict[str, list[Case]] = {
         Case("az1", "staging", edit_template("tags", RESERVATION_AZ_TAG, to="use1-az1"), overrides=RESERVATION_STAGING)
     ],
     # ---- security-baseline
-    "ec2-launch-template-imdsv2-required": [Case("v1", "dev", edit_template("metadataOptions", "httpTokens", to="optional"))],
+    "ec2-launch-template-imdsv2-required": [
+        Case("v1", "dev", edit_template("metadataOptions", "httpTokens", to="optional")),
+        Case("two-hops", "prod", edit_template("metadataOptions", "httpPutResponseHopLimit", to=2.0), ("2.0 hops",)),
+    ],
     "ec2-launch-template-encrypted-block-devices": [
         Case("root", "dev", edit_template("blockDeviceMappings", 0, "ebs", "encrypted", to="false"))
     ],

@@ -144,6 +144,10 @@ OTHER_RESOURCE_RULES = {
         ("optional", {"metadataOptions": {"httpTokens": "optional"}}, "IMDSv1"),
         ("required", {"metadataOptions": {"httpTokens": "required"}}),
         ("unknown", {"metadataOptions": {"httpTokens": UNKNOWN}}),
+        ("one-hop", {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1.0}}),
+        ("two-hops", {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 2.0}}, "2.0 hops"),
+        ("hops-not-a-number", {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": "2"}}, "'2' hops"),
+        ("hops-unknown", {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": UNKNOWN}}),
     ],
     (security.encrypted_block_devices, LAUNCH_TEMPLATE): [
         ("false", ebs("false"), "maps /dev/xvda unencrypted"),

@@ -65,6 +65,14 @@ def imdsv2_required(node: Node, config: dict) -> Iterator[Violation]:
         yield Violation(
             node.urn, f"{describe(node)} allows IMDSv1 (httpTokens={tokens!r}); set metadataOptions.httpTokens to 'required'"
         )
+    hops = dig(node.props, "metadataOptions", "httpPutResponseHopLimit")
+    allowed = config.get("maxHopLimit", 1)
+    if hops is not None and not is_unknown(hops) and (not isinstance(hops, (int, float)) or hops > allowed):  # unset: 1
+        yield Violation(
+            node.urn,
+            f"{describe(node)} lets IMDS answers travel {hops!r} hops, so pods can take the node role's credentials; "
+            f"set metadataOptions.httpPutResponseHopLimit to {allowed} (or raise maxHopLimit for a pod that needs it)",
+        )
 
 
 def encrypted_block_devices(node: Node, config: dict) -> Iterator[Violation]:
