@@ -19,7 +19,7 @@ from pulumi_policy import (
 )
 
 from policies.adapters import resource_policy, stack_policy
-from policies.rules import cost, security, topology, workloads
+from policies.rules import cost, nodes, security, topology, workloads
 from trainium_eks import tokens
 
 POLICIES_DIR = Path(__file__).resolve().parent
@@ -240,6 +240,12 @@ SECURITY_BASELINE = Pack(
             Severity.HIGH,
             security.stateful_resources_protected,
             config={"requireProtection": {"type": "boolean", "default": False}},
+        ),
+        stack_policy(
+            "node-role-least-privilege",
+            "Node roles hold no VPC CNI permissions and pull images with AmazonEC2ContainerRegistryPullOnly.",
+            Severity.HIGH,
+            nodes.node_role_least_privilege,
         ),
         stack_policy(
             "etcd-quorum-disruption-budget",

@@ -155,6 +155,8 @@ DISRUPTION_BUDGET = "kubernetes:policy/v1:PodDisruptionBudget"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 ADDON = "aws:eks/addon:Addon"
+READ_ONLY = "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly"
+CNI = "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
 edit_template = functools.partial(edit, LAUNCH_TEMPLATE, "-lt")
 edit_node_group = functools.partial(edit, NODE_GROUP, "-ng")
 edit_cluster = functools.partial(edit, EKS_COMPONENT, "")
@@ -262,6 +264,10 @@ MUTATIONS: dict[str, list[Case]] = {
     "etcd-quorum-disruption-budget": [
         Case("no-budget", "prod", without(lambda r: r["type"] == DISRUPTION_BUDGET), ("minAvailable: 2",), ETCD),
         Case("one-of-three", "staging", edit(DISRUPTION_BUDGET, "quorum", "spec", "minAvailable", to=1.0), blames=ETCD),
+    ],
+    "node-role-least-privilege": [
+        Case("read-only", "dev", edit(ROLE_POLICY_ATTACHMENT, "node-ecr", "policyArn", to=READ_ONLY), ("PullOnly",)),
+        Case("cni", "prod", edit(ROLE_POLICY_ATTACHMENT, "node-ssm", "policyArn", to=CNI), ("vpc-cni",)),
     ],
     "etcd-access-restricted": [
         Case("no-policy", "staging", without(lambda r: r["type"] == NETWORK_POLICY), ("no NetworkPolicy",), ETCD),

@@ -195,7 +195,8 @@ def no_world_ingress(node: Node, config: dict) -> Iterator[Violation]:
         )
 
 
-def _statements(document) -> list[dict]:
+def statements(document) -> list[dict]:
+    """The statements of an IAM policy document (JSON text or parsed); none when it is unknown or malformed."""
     if isinstance(document, str):
         if is_unknown(document):
             return []
@@ -207,7 +208,7 @@ def _statements(document) -> list[dict]:
     return [statements] if isinstance(statements, dict) else [s for s in statements if isinstance(s, dict)]
 
 
-def _as_list(value) -> list:
+def as_list(value) -> list:
     return value if isinstance(value, list) else [value]
 
 
@@ -216,8 +217,8 @@ def iam_no_wildcard_admin(node: Node, config: dict) -> Iterator[Violation]:
     if node.type == IAM_ROLE:
         documents = [p.get("policy") for p in node.props.get("inlinePolicies") or [] if known(p)]
     for document in documents:
-        for statement in _statements(document):
-            actions, resources = _as_list(statement.get("Action", [])), _as_list(statement.get("Resource", []))
+        for statement in statements(document):
+            actions, resources = as_list(statement.get("Action", [])), as_list(statement.get("Resource", []))
             if statement.get("Effect") == "Allow" and {"*", "*:*"} & set(actions) and "*" in resources:
                 yield Violation(
                     node.urn,
@@ -228,7 +229,7 @@ def iam_no_wildcard_admin(node: Node, config: dict) -> Iterator[Violation]:
 
 def _is_irsa_role(role: Node) -> bool:
     return any(
-        "sts:AssumeRoleWithWebIdentity" in _as_list(s.get("Action", [])) for s in _statements(role.props.get("assumeRolePolicy"))
+        "sts:AssumeRoleWithWebIdentity" in as_list(s.get("Action", [])) for s in statements(role.props.get("assumeRolePolicy"))
     )
 
 
