@@ -85,9 +85,11 @@ def between(low: int, high: int, fix: str) -> Any:
     return Annotated[Integer, rule(lambda v: low <= v <= high, f"{{value}} is outside {low}..{high}", fix)]
 
 
-def one_of(choices: tuple, fix: str = "") -> Any:
+def one_of(choices: tuple, fix: str = "", *, what: str = "") -> Any:
+    """A string from ``choices``; the error calls it ``what`` (e.g. "a Trainium type in the catalog") if given."""
     listed = ", ".join(map(str, choices))
-    return Annotated[StrictStr, rule(lambda v: v in choices, "'{value}' is not one of " + listed, fix or f"use one of {listed}")]
+    problem = f"'{{value}}' is not {what}" if what else "'{value}' is not one of " + listed
+    return Annotated[StrictStr, rule(lambda v: v in choices, problem, fix or f"use one of {listed}")]
 
 
 def dns_label(max_length: int = 63, fix: str = "use lowercase letters, digits and '-'") -> Any:

@@ -37,14 +37,7 @@ class CapacityReservationInput(Strict):
 
 class NodeGroupInput(Strict):
     name: f.dns_label(32)
-    instance_type: Annotated[
-        StrictStr,
-        f.rule(
-            lambda v: v in catalog.TRAINIUM_TYPES,
-            "'{value}' is not a Trainium type in the catalog",
-            f"use one of {', '.join(catalog.TRAINIUM_TYPES)}",
-        ),
-    ] = Field(alias="instanceType")
+    instance_type: f.one_of(tuple(catalog.TRAINIUM_TYPES), what="a Trainium type in the catalog") = Field(alias="instanceType")
     min_size: NodeCount = Field(alias="minSize")
     desired_size: NodeCount = Field(alias="desiredSize")
     max_size: NodeCount = Field(alias="maxSize")
@@ -95,14 +88,9 @@ class StackInput(Strict):
         list[f.matching(f.PRINCIPAL_ARN, "'{value}' is not an IAM role or user ARN", "use arn:aws:iam::<account>:role/<name>")],
         f.Structured,
     ] = Field(alias="clusterAdminPrincipalArns")
-    system_node_instance_type: Annotated[
-        StrictStr,
-        f.rule(
-            lambda v: v in catalog.GENERAL_TYPES,
-            "'{value}' is not a system type in the catalog",
-            f"use one of {', '.join(catalog.GENERAL_TYPES)}",
-        ),
-    ] = Field(alias="systemNodeInstanceType")
+    system_node_instance_type: f.one_of(tuple(catalog.GENERAL_TYPES), what="a system type in the catalog") = Field(
+        alias="systemNodeInstanceType"
+    )
     system_node_min_size: NodeCount = Field(alias="systemNodeMinSize")
     system_node_desired_size: NodeCount = Field(alias="systemNodeDesiredSize")
     system_node_max_size: NodeCount = Field(alias="systemNodeMaxSize")
