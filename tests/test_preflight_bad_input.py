@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -109,18 +108,15 @@ BAD_STACK_FILES = {
 def test_bad_stack_files(tmp_path, content, words):
     path = tmp_path / "Pulumi.staging.yaml"
     path.write_bytes(content)
-    started = time.perf_counter()
     one_line(run_preflight("plan", "staging", "--stack-file", str(path)), str(path), *words)
-    assert time.perf_counter() - started < 20  # an expanded alias bomb or a runaway parse would not finish
 
 
 def test_an_alias_bomb_is_refused_before_anything_expands(tmp_path):
     path = tmp_path / "Pulumi.staging.yaml"
     path.write_bytes(BILLION_LAUGHS)
-    started = time.perf_counter()
-    with pytest.raises(stackfile.StackFileError, match="anchors and aliases"):
+    # Refused at the first anchor (line 1), before the composer builds any node that an alias would repeat.
+    with pytest.raises(stackfile.StackFileError, match="line 1: YAML anchors and aliases"):
         stackfile.load("staging", path)
-    assert time.perf_counter() - started < 0.5
 
 
 @pytest.mark.parametrize("command", [["plan", "staging"], ["check", "staging"], ["diff", "staging", "--against"]])
