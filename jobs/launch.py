@@ -25,7 +25,7 @@ from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for
 
 from jobs import TRAINING_IMAGE_TAG
 from jobs.components import JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
-from trainium_eks import layout
+from trainium_eks import files, layout
 from trainium_eks.cli import OneLineParser, UsageError, one_line
 from trainium_eks.contract import ContractError, NodeGroup, PlatformContract
 
@@ -97,12 +97,10 @@ MAX_OUTPUTS_BYTES = 16 * 1024 * 1024  # stack outputs are kilobytes; a whole pla
 def read_outputs(stack: str | None, outputs_file: Path | None) -> Any:
     if outputs_file is not None:
         try:
-            if outputs_file.stat().st_size > MAX_OUTPUTS_BYTES:
-                raise LaunchError(
-                    f"--outputs {outputs_file}: larger than {MAX_OUTPUTS_BYTES // 2**20} MiB; is it a stack output file?"
-                )
-            outputs = json.loads(outputs_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError) as error:
+            outputs = json.loads(files.read_text(outputs_file, MAX_OUTPUTS_BYTES, "pass a stack outputs JSON file"))
+        except files.UnreadableFile as error:
+            raise LaunchError(f"--outputs {outputs_file}: not a readable JSON file ({error.problem})") from None
+        except (ValueError, RecursionError) as error:
             reason = type(error).__name__ if isinstance(error, RecursionError) else error
             raise LaunchError(f"--outputs {outputs_file}: not a readable JSON file ({reason})") from None
         # Also accept a whole `preflight plan --json` object.

@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from trainium_eks import files
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Secure values cannot be decrypted offline; the program sees this stand-in, marked secret.
 SECRET_PLACEHOLDER = "preflight-secret"
@@ -56,31 +58,11 @@ def cli_string(value: Any) -> str:
 
 
 def read_text(path: Path, max_bytes: int, fix: str) -> str:
-    """The file's text, refused (one line, ending in ``fix`` where the file itself is wrong) unless it is a
-    readable UTF-8 text file of at most ``max_bytes``."""
+    """``trainium_eks.files.read_text``, its refusals as ``StackFileError``."""
     try:
-        with open(path, "rb") as file:
-            data = file.read(max_bytes + 1)  # read() of the whole file would follow /dev/zero forever
-    except FileNotFoundError:
-        raise StackFileError(f"{path}: not found; check the path") from None
-    except IsADirectoryError:
-        raise StackFileError(f"{path}: is a directory; {fix}") from None
-    except PermissionError:
-        raise StackFileError(f"{path}: permission denied; make it readable or {fix}") from None
-    except OSError as error:
-        raise StackFileError(f"{path}: cannot be read ({error.strerror}); {fix}") from None
-    except ValueError:  # a NUL character in the path
-        raise StackFileError(f"{str(path)!r}: not a valid path; check the path") from None
-    if len(data) > max_bytes:
-        raise StackFileError(f"{path}: larger than {max_bytes / 2**20:g} MiB; {fix}")
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise StackFileError(f"{path}: UTF-16 text; save it as UTF-8")
-    if b"\0" in data:
-        raise StackFileError(f"{path}: binary content (a NUL byte at offset {data.index(0)}); {fix}")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise StackFileError(f"{path}: not UTF-8 text (byte {error.start}); save it as UTF-8") from None
+        return files.read_text(path, max_bytes, fix)
+    except files.UnreadableFile as error:
+        raise StackFileError(str(error)) from None
 
 
 class RefusedYAML(yaml.MarkedYAMLError):
