@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from preflight import config_types
 from trainium_eks import files
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -161,6 +162,10 @@ def read_project(root: Path = REPO_ROOT) -> Project:
         raise StackFileError(f"{path}: 'stackConfigDir' must be a directory path (a string); fix or remove it")
     if config is not None and not isinstance(config, dict):
         raise StackFileError(f"{path}: 'config' must be a mapping of keys to their declarations")
+    for key, spec in (config or {}).items():
+        problem = config_types.declaration_problem(key, spec)
+        if problem:
+            raise StackFileError(f"{path}: {problem}")
     return Project(name, Path("." if stack_config_dir is None else stack_config_dir), {} if config is None else config)
 
 
@@ -198,16 +203,20 @@ def load(stack: str, stack_file: Path | None = None, root: Path = REPO_ROOT) -> 
     if not isinstance(raw, dict):
         raise StackFileError(f"{path}: 'config' must be a mapping of keys to values")
 
+    declared = {_full_key(key, project.name): spec for key, spec in project.config.items()}
     config: dict[str, str] = {}
     secret_keys: list[str] = []
     for key, value in raw.items():
         full_key = _full_key(key, project.name)
         if isinstance(value, dict) and set(value) == {"secure"}:
             secret_keys.append(full_key)
-            value = SECRET_PLACEHOLDER
+            config[full_key] = SECRET_PLACEHOLDER  # ciphertext: the CLI checks its type once decrypted
+            continue
         config[full_key] = cli_string(value)
-    for key, spec in project.config.items():
-        full_key = _full_key(key, project.name)
+        problem = config_types.stack_value_problem(declared.get(full_key), config[full_key], isinstance(value, (dict, list)))
+        if problem:
+            raise StackFileError(f"{path}: '{full_key}' {problem}; write it as Pulumi.yaml declares it")
+    for full_key, spec in declared.items():
         if full_key not in config and isinstance(spec, dict) and "default" in spec:
             config[full_key] = cli_string(spec["default"])
     return StackSettings(project.name, stack, path, config, tuple(sorted(secret_keys)))

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support import STACKS, node_group_config, run_preflight, settings
 
-from preflight import stackfile
+from preflight import config_types, stackfile
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import catalog
 from trainium_eks.config import ConfigError, declarations, parse
@@ -150,6 +150,76 @@ def test_defaults_come_from_pulumi_yaml_once_applied_as_the_cli_does(tmp_path):
         parse(settings("staging", etcdStorageGiB=None).config, stack="staging")
 
 
+def test_the_default_queue_is_declared_in_pulumi_yaml_and_reaches_the_program():
+    assert "volcanoQueues" not in (REPO_ROOT / "stacks" / "Pulumi.dev.yaml").read_text()  # dev takes the default
+    (queue,) = parse(stackfile.load("dev").config, stack="dev").scheduling.queues
+    (declared_queue,) = declarations()[1]["volcanoQueues"]["default"]
+    assert (queue.name, queue.weight, queue.neuron_share) == (
+        declared_queue["name"],
+        declared_queue["weight"],
+        declared_queue["neuronShare"],
+    )
+
+
+def test_the_lists_of_objects_are_typed_where_the_cli_checks_them():
+    _, declared = declarations()
+    for key in ("trainiumNodeGroups", "volcanoQueues"):
+        assert declarations_type(declared[key]) == "array<object>"
+
+
+def declarations_type(spec: dict) -> str:
+    return config_types.Declaration.model_validate(spec).full_type_name
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ({"trainium-eks:trainiumNodeGroups": ["trn1-32xl"]}, "'trainium-eks:trainiumNodeGroups' must be of type 'array<object>'"),
+        ({"trainium-eks:volcanoQueues": {"name": "q"}}, "'trainium-eks:volcanoQueues' must be of type 'array<object>'"),
+        ({"trainium-eks:availabilityZoneCount": "two"}, "'trainium-eks:availabilityZoneCount' must be of type 'integer'"),
+        ({"trainium-eks:tensorboard": "yes"}, "'trainium-eks:tensorboard' must be of type 'boolean'"),
+        ({"trainium-eks:publicAccessCidrs": [24]}, "'trainium-eks:publicAccessCidrs' must be of type 'array<string>'"),
+        ({"trainium-eks:vpcCidr": ["10.0.0.0/16"]}, "'trainium-eks:vpcCidr' must be of type 'string'"),
+    ],
+)
+def test_stack_values_get_the_cli_type_check_before_the_program(tmp_path, value, words):
+    document = yaml.safe_load((REPO_ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
+    document["config"].update(value)
+    stack_file = tmp_path / "Pulumi.staging.yaml"
+    stack_file.write_text(yaml.safe_dump(document))
+    with pytest.raises(stackfile.StackFileError) as raised:
+        stackfile.load("staging", stack_file=stack_file)
+    message = str(raised.value)
+    assert message.startswith(f"{stack_file}: ") and words in message and len(message.splitlines()) == 1
+
+
+# The CLI's ValidateConfigValue on what it decodes (YAML in Pulumi.yaml, strings or JSON from a stack file).
+CLI_TYPE_RULES = [
+    ("integer", None, 2, True),
+    ("integer", None, 2.0, True),
+    ("integer", None, 2.5, False),
+    ("integer", None, "-3", True),
+    ("integer", None, "2.0", False),
+    ("integer", None, " 2", False),
+    ("integer", None, True, False),
+    ("boolean", None, "true", True),
+    ("boolean", None, "True", False),
+    ("boolean", None, False, True),
+    ("string", None, 1, False),
+    ("object", None, {}, True),
+    ("object", None, [], False),
+    ("array", config_types.ItemsType(type="object"), [{"a": 1}, {}], True),
+    ("array", config_types.ItemsType(type="object"), [{"a": 1}, "b"], False),
+    ("array", config_types.ItemsType(type="array", items=config_types.ItemsType(type="integer")), [[1, "2"]], True),
+    ("array", None, [], False),
+]
+
+
+@pytest.mark.parametrize(("type_name", "items", "value", "accepted"), CLI_TYPE_RULES)
+def test_type_checks_follow_the_cli(type_name, items, value, accepted):
+    assert config_types.conforms(type_name, items, value) is accepted
+
+
 def test_efa_defaults_to_what_the_instance_type_supports():
     cfg = parse(settings("staging").config, stack="staging")
     (group,) = cfg.trainium_node_groups
@@ -172,7 +242,7 @@ def test_scaling_is_accepted_exactly_when_ordered(min_size, desired, max_size):
 def test_every_project_key_is_documented():
     _, declared = declarations()
     guide = (REPO_ROOT / "docs" / "configuration.md").read_text()
-    for key in [*declared, "trainiumNodeGroups", "volcanoQueues"]:
+    for key in declared:
         assert f"`{key}`" in guide, f"docs/configuration.md does not document {key}"
 
 

@@ -150,6 +150,12 @@ def test_stack_names_never_leave_the_stack_directory(tmp_path):
         ("name: p\nconfig: [a]\n", ["'config' must be a mapping"]),
         ("name: p\nconfig:\n  1: {default: x}\n", ["key 1 under 'config'"]),
         ("name: &n p\nruntime: *n\n", ["anchors and aliases"]),
+        # What the Pulumi CLI refuses in a declaration before any program runs.
+        ("name: p\nconfig:\n  xs: {type: array}\n", ["'xs' declares an array but no 'items'"]),
+        ("name: p\nconfig:\n  n: {type: integer, default: many}\n", ["default of config key 'n'", "'integer'"]),
+        ("name: p\nconfig:\n  qs: {type: array, items: {type: object}, default: [q]}\n", ["'array<object>'"]),
+        ("name: p\nconfig:\n  n: {type: number}\n", ["config key 'n': type"]),
+        ("name: p\nconfig:\n  n: {type: string, defualt: x}\n", ["config key 'n': defualt"]),
     ],
 )
 def test_bad_project_files(tmp_path, project, words):

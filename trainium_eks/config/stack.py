@@ -130,5 +130,5 @@ class StackInput(Strict):
     volcano_queues: Annotated[
         list[QueueInput],
         f.Structured,
-        f.rule(bool, "empty", "list at least one queue or remove the key"),
-    ] = Field(default_factory=lambda: [QueueInput(name="trainium")], alias="volcanoQueues")
+        f.rule(bool, "empty", "list at least one queue or remove the key (one queue by default)"),
+    ] = Field(alias="volcanoQueues")
