@@ -58,7 +58,7 @@ TRAINIUM_TOPOLOGY = Pack(
         ),
         stack_policy(
             "trainium-efa-interface-per-network-card",
-            "Trainium launch templates attach one EFA interface per network card (card 0 as device 0).",
+            "Trainium launch templates attach one EFA per network card in the catalog's EC2-recommended layout.",
             Severity.HIGH,
             topology.efa_interface_per_network_card,
         ),

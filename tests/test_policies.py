@@ -172,8 +172,16 @@ MUTATIONS: dict[str, list[Case]] = {
     # ---- trainium-topology
     "trainium-node-group-single-az": [Case("two-subnets", "staging", _second_subnet, ("2 subnets",), NODE_GROUP, 1)],
     "trainium-efa-interface-per-network-card": [
-        Case("card-7-missing", "staging", edit_template("networkInterfaces", 7), ("cards [0, 1, 2, 3, 4, 5, 6]",)),
-        Case("device-index", "prod", edit_template("networkInterfaces", 3, "deviceIndex", to=0.0), ("card 3 at device index 0",)),
+        Case("card-7-missing", "staging", edit_template("networkInterfaces", 8), ("cards [0, 1, 2, 3, 4, 5, 6]",)),
+        Case("device-index", "prod", edit_template("networkInterfaces", 4, "deviceIndex", to=1.0), ("card 3 device index 1",)),
+        Case(
+            "efa-with-ena-on-a-card",
+            "prod",
+            edit_template("networkInterfaces", 4, "interfaceType", to="efa"),
+            ("'efa' at network card 3", "has 'efa-only'"),
+            LAUNCH_TEMPLATE,
+            1,
+        ),
     ],
     "trainium-cluster-placement-group": [
         Case("none", "staging", _no_placement, blames=LAUNCH_TEMPLATE),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from support import STACKS, by_urn, evaluate, node_group_config, one, settings
 
@@ -38,22 +40,47 @@ def trainium_parts(plan):
     return lt, ng
 
 
-@pytest.mark.parametrize("instance_type", [t for t in catalog.TRAINIUM_TYPES if catalog.INSTANCE_TYPES[t].supports_efa])
-def test_launch_template_attaches_one_efa_interface_per_network_card(instance_type):
+EFA_TYPES = [t for t in catalog.TRAINIUM_TYPES if catalog.INSTANCE_TYPES[t].supports_efa]
+
+
+@pytest.mark.parametrize("instance_type", EFA_TYPES)
+def test_launch_template_attaches_one_efa_per_network_card_in_the_catalog_layout(instance_type):
     plan = plan_with(instance_type)
     lt, _ = trainium_parts(plan)
     interfaces = lt.inputs["networkInterfaces"]
     spec = catalog.INSTANCE_TYPES[instance_type]
 
-    assert sorted(int(i["networkCardIndex"]) for i in interfaces) == list(range(spec.network_cards))
-    assert all(i["interfaceType"] == "efa" for i in interfaces)
-    for interface in interfaces:
-        expected_device = 0 if interface["networkCardIndex"] == 0 else 1
-        assert interface["deviceIndex"] == expected_device
-        assert interface["associatePublicIpAddress"] == "false"
+    efa_cards = sorted(int(i["networkCardIndex"]) for i in interfaces if i["interfaceType"] in catalog.EFA_INTERFACE_TYPES)
+    assert efa_cards == list(range(spec.network_cards))
+    found = {(int(i["networkCardIndex"]), int(i["deviceIndex"]), i["interfaceType"]) for i in interfaces}
+    assert found == {(s.network_card_index, s.device_index, s.interface_type) for s in spec.efa_layout()}
+    primary = one([i for i in interfaces if (i["networkCardIndex"], i["deviceIndex"]) == (0, 0)])
+    assert primary["interfaceType"] != catalog.EFA_ONLY_INTERFACE  # EC2 refuses an EFA-only primary interface
+    assert primary["associatePublicIpAddress"] == "false"
+    # EFA-only interfaces take no address, so none of them asks for one.
+    assert not any("associatePublicIpAddress" in i for i in interfaces if i["interfaceType"] == catalog.EFA_ONLY_INTERFACE)
 
 
-@pytest.mark.parametrize("instance_type", [t for t in catalog.TRAINIUM_TYPES if catalog.INSTANCE_TYPES[t].supports_efa])
+@pytest.mark.parametrize("instance_type", [t for t in EFA_TYPES if catalog.INSTANCE_TYPES[t].efa_only_interfaces])
+def test_efa_only_layout_takes_one_private_ip_per_node_whatever_the_card_count(instance_type):
+    plan = plan_with(instance_type)
+    lt, _ = trainium_parts(plan)
+    with_address = [i for i in lt.inputs["networkInterfaces"] if i["interfaceType"] != catalog.EFA_ONLY_INTERFACE]
+    assert len(with_address) == 1  # only the primary ENA interface; the cards' EFA devices are EFA-only
+    (entry,) = plan.outputs["trainiumNodeGroups"]
+    assert entry["privateIpsPerNode"] == len(with_address)
+    assert entry["efaInterfacesPerNode"] == catalog.INSTANCE_TYPES[instance_type].network_cards
+
+
+def test_efa_with_ena_layout_where_a_type_lacks_efa_only_takes_an_ip_per_card():
+    spec = dataclasses.replace(catalog.INSTANCE_TYPES["trn1.32xlarge"], efa_only_interfaces=False)
+    layout_ = spec.efa_layout()
+    assert {s.interface_type for s in layout_} == {catalog.EFA_WITH_ENA_INTERFACE}
+    assert [(s.network_card_index, s.device_index) for s in layout_][:2] == [(0, 0), (1, 1)]
+    assert sum(s.has_ip_address for s in layout_) == spec.network_cards
+
+
+@pytest.mark.parametrize("instance_type", EFA_TYPES)
 def test_efa_nodes_share_a_cluster_placement_group_and_a_self_referencing_security_group(instance_type):
     plan = plan_with(instance_type)
     lt, _ = trainium_parts(plan)
