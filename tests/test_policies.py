@@ -25,6 +25,7 @@ from policies.rules.security import ECR, EKS_COMPONENT, HELM_RELEASE, ROLE_POLIC
 from policies.rules.topology import FSX, QUEUE, RESERVATION_AZ_TAG
 from policies.rules.trainium import LAUNCH_TEMPLATE, NODE_GROUP, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
 from preflight import check
+from trainium_eks import versions
 
 ALL_POLICIES = {p.name for pack in PACKS for p in pack.policies}
 
@@ -209,6 +210,17 @@ MUTATIONS: dict[str, list[Case]] = {
         ),
         Case(
             "no-toleration", "staging", edit(HELM_RELEASE, "efa", "values", "tolerations", to=[]), ("not tolerate",), HELM_RELEASE
+        ),
+    ],
+    "eks-images-from-stack-region": [
+        Case("chart-default", "staging", edit(HELM_RELEASE, "efa", "values", "image", "repository"), ("us-west-2's",), count=1),
+        Case(
+            "other-region",
+            "dev",
+            edit(HELM_RELEASE, "efa", "values", "image", "repository", to=versions.eks_image_repository("us-west-2", "eks/x")),
+            ("from us-west-2 into a us-east-2 stack",),
+            HELM_RELEASE,
+            1,
         ),
     ],
     "volcano-queue-within-capacity": [

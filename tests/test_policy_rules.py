@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from policies.rules import cost, security, topology
+from policies.rules import cost, images, security, topology
 from policies.rules.network import internet_covered, parse_cidrs
 from policies.rules.trainium import LAUNCH_TEMPLATE, NODE_GROUP, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
 from trainium_eks.graph import UNKNOWN, Graph, Node
@@ -382,3 +382,20 @@ def test_default_tags_fill_only_what_is_missing():
     target = node(SECURITY_GROUP, {"tags": {"owner": "me"}})
     config = {"defaultTags": {"owner": "them", "environment": "dev"}}
     assert cost.add_default_tags(target, config) == {"tags": {"owner": "me", "environment": "dev"}}
+
+
+def test_eks_images_come_from_the_stack_region():
+    efa = node(security.HELM_RELEASE, {"chart": "aws-efa-k8s-device-plugin", "values": {}}, "efa")
+    other = node(security.HELM_RELEASE, {"chart": "volcano", "values": {}}, "volcano")
+    expect(images.eks_images_from_stack_region(Graph([efa, other]), {}), "default image repository")
+    efa.props["values"]["image"] = {"repository": "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin"}
+    other.props["values"]["image"] = {"repository": "602401143452.dkr.ecr.us-east-2.amazonaws.com/eks/other"}
+    expect(images.eks_images_from_stack_region(Graph([efa, other]), {}), "from us-west-2", "from us-east-2")
+    efa.props["values"]["image"]["repository"] = "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/aws-efa-k8s-device-plugin"
+    other.props["values"]["image"]["repository"] = UNKNOWN
+    expect(images.eks_images_from_stack_region(Graph([efa, other]), {}))
+    other.props["values"]["image"]["repository"] = "public.ecr.aws/neuron/x:1"  # public ECR is global
+    expect(images.eks_images_from_stack_region(Graph([efa, other]), {}))
+    other.provider_props = {"region": "us-west-2"}  # two regions: the stack's region is not known, nothing is judged
+    efa.props["values"] = {}
+    expect(images.eks_images_from_stack_region(Graph([efa, other]), {}))
