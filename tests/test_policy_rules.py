@@ -320,6 +320,9 @@ def test_topology_rules_pass_a_sound_stack_and_catch_each_change():
     stack["subnet"].props["availabilityZoneId"] = "use1-az1"
     expect(topology.az_offers_instance_type(graph, {}), "use1-az1 (us-east-1) does not offer trn1.32xlarge")
     expect(topology.efa_interface_per_network_card(graph, {}))
+    stack["template"].props["networkInterfaces"].append(dict(stack["template"].props["networkInterfaces"][8]))
+    expect(topology.efa_interface_per_network_card(graph, {}), "two interfaces at one network card and device index")
+    stack["template"].props["networkInterfaces"].pop()
     card_7 = stack["template"].props["networkInterfaces"][8]
     card_7["interfaceType"] = "efa"  # EFA with ENA: one private IP more, against the catalog's layout
     expect(topology.efa_interface_per_network_card(graph, {}), "'efa' at network card 7 device index 0 where")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from support import STACKS, by_urn, evaluate, node_group_config, one, settings
 
@@ -70,14 +68,6 @@ def test_efa_only_layout_takes_one_private_ip_per_node_whatever_the_card_count(i
     (entry,) = plan.outputs["trainiumNodeGroups"]
     assert entry["privateIpsPerNode"] == len(with_address)
     assert entry["efaInterfacesPerNode"] == catalog.INSTANCE_TYPES[instance_type].network_cards
-
-
-def test_efa_with_ena_layout_where_a_type_lacks_efa_only_takes_an_ip_per_card():
-    spec = dataclasses.replace(catalog.INSTANCE_TYPES["trn1.32xlarge"], efa_only_interfaces=False)
-    layout_ = spec.efa_layout()
-    assert {s.interface_type for s in layout_} == {catalog.EFA_WITH_ENA_INTERFACE}
-    assert [(s.network_card_index, s.device_index) for s in layout_][:2] == [(0, 0), (1, 1)]
-    assert sum(s.has_ip_address for s in layout_) == spec.network_cards
 
 
 @pytest.mark.parametrize("instance_type", EFA_TYPES)

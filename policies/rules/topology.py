@@ -88,6 +88,8 @@ def efa_interface_per_network_card(graph: Graph, config: dict) -> Iterator[Viola
             continue
         template = describe(group.launch_template)
         found = {(int(i.get("networkCardIndex", 0)), int(i.get("deviceIndex", -1))): i.get("interfaceType") for i in interfaces}
+        if len(found) < len(interfaces):
+            yield Violation(group.launch_template.urn, f"{template} attaches two interfaces at one network card and device index")
         efa_cards = sorted({card for (card, _), kind in found.items() if kind in catalog.EFA_INTERFACE_TYPES})
         if efa_cards != list(range(cards)):
             yield Violation(
