@@ -2,7 +2,8 @@
 
 Both run as DaemonSets only on Trainium nodes (node selector on the platform's node-role label) and tolerate
 the Neuron taint those nodes carry. They advertise ``aws.amazon.com/neuron``, ``aws.amazon.com/neuroncore``
-and ``vpc.amazonaws.com/efa`` to the scheduler.
+and ``vpc.amazonaws.com/efa`` to the scheduler. The EFA plugin's image comes from the EKS image registry of the
+stack's own region (the chart defaults to us-west-2's); the Neuron chart's images come from the global public ECR.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
 class DevicePluginsArgs:
     config: DevicePluginConfig
     system_nodes: pulumi.Resource  # the release waits for them, as every release does
+    region: str  # the EKS-published EFA plugin image is pulled from this region's registry
 
 
 class DevicePlugins(pulumi.ComponentResource):
@@ -79,6 +81,7 @@ class DevicePlugins(pulumi.ComponentResource):
             versions.EFA_DEVICE_PLUGIN_CHART,
             namespace=PLUGIN_NAMESPACE,
             values={
+                "image": {"repository": versions.eks_image_repository(args.region, versions.EFA_DEVICE_PLUGIN_IMAGE_REPOSITORY)},
                 "nodeSelector": {**trainium_node_selector(), layout.EFA_PRESENT_LABEL: "true"},
                 "tolerations": [layout.neuron_toleration()],
             },

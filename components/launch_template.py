@@ -18,6 +18,7 @@ import pulumi
 import pulumi_aws as aws
 
 from trainium_eks import layout
+from trainium_eks.catalog import NetworkInterfaceSlot
 from trainium_eks.config import CapacityReservation
 
 ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimised AL2023 AMIs
@@ -25,30 +26,29 @@ IMDS_HOP_LIMIT = 1  # see the module docstring
 
 
 @dataclass(frozen=True)
-class EfaInterface:
-    network_card_index: int
-
-    @property
-    def device_index(self) -> int:
-        # The primary interface sits on card 0 as device 0; every other card carries its EFA as device 1.
-        return 0 if self.network_card_index == 0 else 1
-
-
-def efa_interfaces(count: int) -> list[EfaInterface]:
-    """One EFA interface per network card."""
-    return [EfaInterface(card) for card in range(count)]
-
-
-@dataclass(frozen=True)
 class LaunchTemplateArgs:
     description: str
     root_volume_gib: int
     tags: Mapping[str, str]
-    efa: Sequence[EfaInterface] = ()
-    security_group_ids: Sequence[pulumi.Input[str]] = ()  # only with EFA interfaces (they carry the groups)
+    # The instance type's EFA layout from the catalog (empty: the instance's default interface only).
+    interfaces: Sequence[NetworkInterfaceSlot] = ()
+    security_group_ids: Sequence[pulumi.Input[str]] = ()  # only with interfaces (each carries the groups)
     placement_group_name: pulumi.Input[str] | None = None
     capacity_reservation: CapacityReservation | None = None
     instance_tags: Mapping[str, str] = field(default_factory=dict)
+
+
+def _network_interface(slot: NetworkInterfaceSlot, security_group_ids: Sequence[pulumi.Input[str]]) -> dict:
+    interface = {
+        "network_card_index": slot.network_card_index,
+        "device_index": slot.device_index,
+        "interface_type": slot.interface_type,
+        "delete_on_termination": "true",
+        "security_groups": list(security_group_ids),
+    }
+    if slot.has_ip_address:  # EFA-only interfaces take no addresses at all, public or private
+        interface["associate_public_ip_address"] = "false"
+    return interface
 
 
 def node_launch_template(name: str, args: LaunchTemplateArgs, parent: pulumi.Resource) -> aws.ec2.LaunchTemplate:
@@ -78,18 +78,7 @@ def node_launch_template(name: str, args: LaunchTemplateArgs, parent: pulumi.Res
                 },
             }
         ],
-        network_interfaces=[
-            {
-                "network_card_index": nic.network_card_index,
-                "device_index": nic.device_index,
-                "interface_type": "efa",
-                "delete_on_termination": "true",
-                "associate_public_ip_address": "false",
-                "security_groups": list(args.security_group_ids),
-            }
-            for nic in args.efa
-        ]
-        or None,
+        network_interfaces=[_network_interface(slot, args.security_group_ids) for slot in args.interfaces] or None,
         placement={"group_name": args.placement_group_name} if args.placement_group_name else None,
         capacity_reservation_specification=(
             {"capacity_reservation_target": {"capacity_reservation_id": reservation.reservation_id}} if reservation else None

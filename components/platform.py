@@ -75,7 +75,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
         ]
         DevicePlugins(
             f"{name}-device-plugins",
-            DevicePluginsArgs(config.device_plugins, cluster.system_node_group),
+            DevicePluginsArgs(config.device_plugins, cluster.system_node_group, config.region),
             opts=in_cluster,
         )
         scheduling = Scheduling(

@@ -1,8 +1,9 @@
 """Trainium node group: placement group, EFA security group, launch template and EKS managed node group.
 
 Built from ``pulumi_aws`` primitives rather than ``eks.ManagedNodeGroup`` so every part is a resource that
-tests and policies can read: the launch template attaches one EFA interface per network card of the
-instance type (from the hardware catalog), the nodes sit in one subnet of one AZ inside a cluster placement
+tests and policies can read: the launch template attaches one EFA per network card of the instance type in the
+EC2-recommended layout from the hardware catalog (an ENA primary interface and EFA-only interfaces, so a node
+takes one private IP however many cards it has), the nodes sit in one subnet of one AZ inside a cluster placement
 group, and they carry the Neuron taint so that only Neuron workloads land on them.
 """
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.launch_template import LaunchTemplateArgs, efa_interfaces, node_launch_template
+from components.launch_template import LaunchTemplateArgs, node_launch_template
 from trainium_eks import layout
 from trainium_eks.config import TrainiumNodeGroupConfig
 
@@ -89,7 +90,7 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
                 description=f"{group.instance_type} nodes of {group.name} with {group.efa_interfaces} EFA interfaces",
                 root_volume_gib=group.root_volume_gib,
                 tags=tags,
-                efa=efa_interfaces(group.efa_interfaces),
+                interfaces=group.network_interfaces,
                 security_group_ids=(
                     [args.cluster_security_group_id, self.efa_security_group.id] if self.efa_security_group else []
                 ),
@@ -138,6 +139,7 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
             "neuronDevicesPerNode": group.spec.neuron_devices,
             "neuronCoresPerNode": group.spec.neuron_cores,
             "efaInterfacesPerNode": group.efa_interfaces,
+            "privateIpsPerNode": group.private_ips_per_node,
             "vcpusPerNode": group.spec.vcpus,
             "memoryGiBPerNode": group.spec.memory_gib,
             "nodeSelector": {layout.NODE_GROUP_LABEL: group.name},

@@ -19,7 +19,7 @@ from pulumi_policy import (
 )
 
 from policies.adapters import resource_policy, stack_policy
-from policies.rules import cost, nodes, security, topology, workloads
+from policies.rules import cost, images, nodes, security, topology, workloads
 from trainium_eks import tokens
 
 POLICIES_DIR = Path(__file__).resolve().parent
@@ -58,7 +58,7 @@ TRAINIUM_TOPOLOGY = Pack(
         ),
         stack_policy(
             "trainium-efa-interface-per-network-card",
-            "Trainium launch templates attach one EFA interface per network card (card 0 as device 0).",
+            "Trainium launch templates attach one EFA per network card in the catalog's EC2-recommended layout.",
             Severity.HIGH,
             topology.efa_interface_per_network_card,
         ),
@@ -104,6 +104,12 @@ TRAINIUM_TOPOLOGY = Pack(
             "Neuron and EFA device plugins exist and tolerate the Trainium taint.",
             Severity.HIGH,
             topology.device_plugins_present,
+        ),
+        stack_policy(
+            "eks-images-from-stack-region",
+            "EKS-published images (the EFA device plugin's) are pulled from the stack's own region.",
+            Severity.MEDIUM,
+            images.eks_images_from_stack_region,
         ),
         stack_policy(
             "volcano-queue-within-capacity",

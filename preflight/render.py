@@ -46,7 +46,21 @@ def tree(plan: Plan) -> str:
     for key, value in sorted(plan.outputs.items()):
         shown = value if isinstance(value, str) else _short(value)
         lines.append(f"    {key + ':':<{width}}{shown}")
-    return "\n".join(lines)
+    return "\n".join(lines + trainium_addresses(plan.outputs.get("trainiumNodeGroups")))
+
+
+def trainium_addresses(node_groups) -> list[str]:
+    """What each Trainium node takes from the Trainium subnet (the outputs above truncate it)."""
+    if not isinstance(node_groups, list) or not node_groups:
+        return []
+    lines = ["", "Private IPs the Trainium nodes' interfaces take (the VPC CNI's pod and warm IPs come on top):"]
+    for group in node_groups:
+        per_node, most = int(group["privateIpsPerNode"]), int(group["maxSize"])
+        lines.append(
+            f"    {group['name']}: {per_node} per {group['instanceType']} node "
+            f"({int(group['efaInterfacesPerNode'])} EFA devices), {per_node * most} at maxSize {most}"
+        )
+    return lines
 
 
 def _short(value) -> str:

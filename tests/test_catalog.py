@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from trainium_eks import catalog
@@ -28,3 +30,21 @@ def test_multi_node_types_support_efa_and_the_single_device_type_does_not():
 def test_unknown_region_price_errs_on_the_expensive_side():
     spec = catalog.INSTANCE_TYPES["trn2.48xlarge"]
     assert spec.price("ap-southeast-4") == max(spec.on_demand_usd_per_hour.values())
+
+
+@pytest.mark.parametrize("name", [n for n, t in catalog.INSTANCE_TYPES.items() if t.supports_efa])
+def test_efa_layout_has_one_efa_per_card_and_an_addressed_primary(name):
+    spec = catalog.INSTANCE_TYPES[name]
+    for efa_only in (True, False):
+        layout = dataclasses.replace(spec, efa_only_interfaces=efa_only).efa_layout()
+        # EFA-only interfaces have no address: one for the ENA primary, else one per card's EFA with ENA.
+        assert sum(s.has_ip_address for s in layout) == (1 if efa_only else spec.network_cards)
+        positions = [(s.network_card_index, s.device_index) for s in layout]
+        assert len(set(positions)) == len(positions)
+        assert sorted(s.network_card_index for s in layout if s.has_efa) == list(range(spec.network_cards))
+        (primary,) = [s for s in layout if (s.network_card_index, s.device_index) == (0, 0)]
+        assert primary.has_ip_address  # EC2 refuses an EFA-only primary interface
+
+
+def test_types_without_efa_have_no_layout():
+    assert all(not t.efa_layout() for t in catalog.INSTANCE_TYPES.values() if not t.supports_efa)

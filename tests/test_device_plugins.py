@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from support import evaluate, one
+from support import evaluate, one, settings
 
 from policies.rules.trainium import tolerates
-from trainium_eks import versions
+from trainium_eks import catalog, versions
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NG = "aws:eks/nodeGroup:NodeGroup"
@@ -67,3 +67,14 @@ def test_health_monitor_follows_the_config_and_the_scheduler_extension_stays_off
     assert values["npd"]["enabled"] is enabled
     namespaces = {r.inputs["metadata"]["name"] for r in plan.find("kubernetes:core/v1:Namespace")}
     assert ("neuron-healthcheck-system" in namespaces) is enabled
+
+
+def test_efa_plugin_image_comes_from_the_stack_region(stack_plan):
+    region = settings(stack_plan.stack).config["aws:region"]
+    image = releases(stack_plan)["efa-device-plugin"].inputs["values"]["image"]["repository"]
+    assert image.split(".")[3] == region and image.endswith("/eks/aws-efa-k8s-device-plugin")
+    assert image.startswith(versions.EKS_IMAGE_REGISTRY_ACCOUNTS[region])
+
+
+def test_every_catalog_region_has_an_eks_image_registry():
+    assert set(catalog.REGIONS) <= set(versions.EKS_IMAGE_REGISTRY_ACCOUNTS)

@@ -25,6 +25,7 @@ from policies.rules.security import ECR, EKS_COMPONENT, HELM_RELEASE, ROLE_POLIC
 from policies.rules.topology import FSX, QUEUE, RESERVATION_AZ_TAG
 from policies.rules.trainium import LAUNCH_TEMPLATE, NODE_GROUP, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
 from preflight import check
+from trainium_eks import versions
 
 ALL_POLICIES = {p.name for pack in PACKS for p in pack.policies}
 
@@ -172,8 +173,16 @@ MUTATIONS: dict[str, list[Case]] = {
     # ---- trainium-topology
     "trainium-node-group-single-az": [Case("two-subnets", "staging", _second_subnet, ("2 subnets",), NODE_GROUP, 1)],
     "trainium-efa-interface-per-network-card": [
-        Case("card-7-missing", "staging", edit_template("networkInterfaces", 7), ("cards [0, 1, 2, 3, 4, 5, 6]",)),
-        Case("device-index", "prod", edit_template("networkInterfaces", 3, "deviceIndex", to=0.0), ("card 3 at device index 0",)),
+        Case("card-7-missing", "staging", edit_template("networkInterfaces", 8), ("cards [0, 1, 2, 3, 4, 5, 6]",)),
+        Case("device-index", "prod", edit_template("networkInterfaces", 4, "deviceIndex", to=1.0), ("card 3 device index 1",)),
+        Case(
+            "efa-with-ena-on-a-card",
+            "prod",
+            edit_template("networkInterfaces", 4, "interfaceType", to="efa"),
+            ("'efa' at network card 3", "has 'efa-only'"),
+            LAUNCH_TEMPLATE,
+            1,
+        ),
     ],
     "trainium-cluster-placement-group": [
         Case("none", "staging", _no_placement, blames=LAUNCH_TEMPLATE),
@@ -201,6 +210,17 @@ MUTATIONS: dict[str, list[Case]] = {
         ),
         Case(
             "no-toleration", "staging", edit(HELM_RELEASE, "efa", "values", "tolerations", to=[]), ("not tolerate",), HELM_RELEASE
+        ),
+    ],
+    "eks-images-from-stack-region": [
+        Case("chart-default", "staging", edit(HELM_RELEASE, "efa", "values", "image", "repository"), ("us-west-2's",), count=1),
+        Case(
+            "other-region",
+            "dev",
+            edit(HELM_RELEASE, "efa", "values", "image", "repository", to=versions.eks_image_repository("us-west-2", "eks/x")),
+            ("from us-west-2 into a us-east-2 stack",),
+            HELM_RELEASE,
+            1,
         ),
     ],
     "volcano-queue-within-capacity": [

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from policies.rules import cost, security, topology
+from policies.rules import cost, images, security, topology
 from policies.rules.network import internet_covered, parse_cidrs
 from policies.rules.trainium import LAUNCH_TEMPLATE, NODE_GROUP, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
 from trainium_eks.graph import UNKNOWN, Graph, Node
@@ -238,11 +238,14 @@ SELF_ALL = {"protocol": "-1", "fromPort": 0.0, "toPort": 0.0, "self": True}
 
 
 def trainium_stack() -> dict[str, Node]:
-    """A trn1.32xlarge node group in one subnet, its launch template (EFA on all 8 cards) and placement group."""
+    """A trn1.32xlarge node group in one subnet, its launch template (the catalog's EFA layout) and placement group."""
     subnet = node(SUBNET, {"availabilityZoneId": "use1-az6"}, "trainium")
     efa = node(SECURITY_GROUP, {"ingress": [SELF_ALL], "egress": [SELF_ALL]}, "efa")
     placement = node(PLACEMENT_GROUP, {"strategy": "cluster"}, "pg")
-    interfaces = [{"interfaceType": "efa", "networkCardIndex": float(c), "deviceIndex": float(c > 0)} for c in range(8)]
+    interfaces = [
+        {"interfaceType": kind, "networkCardIndex": float(card), "deviceIndex": float(device)}
+        for card, device, kind in [(0, 0, "interface"), (0, 1, "efa-only"), *((c, 0, "efa-only") for c in range(1, 8))]
+    ]
     template_props = {"networkInterfaces": interfaces, "placement": {"groupName": "pg"}}
     template = node(LAUNCH_TEMPLATE, template_props, "lt", networkInterfaces=[efa], placement=[placement])
     props = {"instanceTypes": ["trn1.32xlarge"], "amiType": "AL2023_x86_64_NEURON", "subnetIds": ["subnet-1"], "taints": [TAINT]}
@@ -317,9 +320,18 @@ def test_topology_rules_pass_a_sound_stack_and_catch_each_change():
     stack["subnet"].props["availabilityZoneId"] = "use1-az1"
     expect(topology.az_offers_instance_type(graph, {}), "use1-az1 (us-east-1) does not offer trn1.32xlarge")
     expect(topology.efa_interface_per_network_card(graph, {}))
-    stack["template"].props["networkInterfaces"][7]["deviceIndex"] = 0.0
-    expect(topology.efa_interface_per_network_card(graph, {}), "network card 7 at device index 0")
-    stack["template"].props["networkInterfaces"][7]["networkCardIndex"] = UNKNOWN
+    stack["template"].props["networkInterfaces"].append(dict(stack["template"].props["networkInterfaces"][8]))
+    expect(topology.efa_interface_per_network_card(graph, {}), "two interfaces at one network card and device index")
+    stack["template"].props["networkInterfaces"].pop()
+    card_7 = stack["template"].props["networkInterfaces"][8]
+    card_7["interfaceType"] = "efa"  # EFA with ENA: one private IP more, against the catalog's layout
+    expect(topology.efa_interface_per_network_card(graph, {}), "'efa' at network card 7 device index 0 where")
+    card_7.update(interfaceType="efa-only", deviceIndex=1.0)
+    moved = ("no interface at network card 7 device index 0", "'efa-only' at network card 7 device index 1")
+    expect(topology.efa_interface_per_network_card(graph, {}), *moved)
+    stack["template"].props["networkInterfaces"][0]["interfaceType"] = "efa-only"  # EC2 refuses an EFA-only primary
+    expect(topology.efa_interface_per_network_card(graph, {}), "'efa-only' at network card 0 device index 0", *moved)
+    card_7["networkCardIndex"] = UNKNOWN
     expect(topology.efa_interface_per_network_card(graph, {}))
     expect(topology.cluster_placement_group(graph, {}))
     stack["placement"].props["strategy"] = "spread"
@@ -373,3 +385,20 @@ def test_default_tags_fill_only_what_is_missing():
     target = node(SECURITY_GROUP, {"tags": {"owner": "me"}})
     config = {"defaultTags": {"owner": "them", "environment": "dev"}}
     assert cost.add_default_tags(target, config) == {"tags": {"owner": "me", "environment": "dev"}}
+
+
+def test_eks_images_come_from_the_stack_region():
+    efa = node(security.HELM_RELEASE, {"chart": "aws-efa-k8s-device-plugin", "values": {}}, "efa")
+    other = node(security.HELM_RELEASE, {"chart": "volcano", "values": {}}, "volcano")
+    expect(images.eks_images_from_stack_region(Graph([efa, other]), {}), "default image repository")
+    efa.props["values"]["image"] = {"repository": "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin"}
+    other.props["values"]["image"] = {"repository": "602401143452.dkr.ecr.us-east-2.amazonaws.com/eks/other"}
+    expect(images.eks_images_from_stack_region(Graph([efa, other]), {}), "from us-west-2", "from us-east-2")
+    efa.props["values"]["image"]["repository"] = "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/aws-efa-k8s-device-plugin"
+    other.props["values"]["image"]["repository"] = UNKNOWN
+    expect(images.eks_images_from_stack_region(Graph([efa, other]), {}))
+    other.props["values"]["image"]["repository"] = "public.ecr.aws/neuron/x:1"  # public ECR is global
+    expect(images.eks_images_from_stack_region(Graph([efa, other]), {}))
+    other.provider_props = {"region": "us-west-2"}  # two regions: the stack's region is not known, nothing is judged
+    efa.props["values"] = {}
+    expect(images.eks_images_from_stack_region(Graph([efa, other]), {}))

@@ -38,22 +38,39 @@ def trainium_parts(plan):
     return lt, ng
 
 
-@pytest.mark.parametrize("instance_type", [t for t in catalog.TRAINIUM_TYPES if catalog.INSTANCE_TYPES[t].supports_efa])
-def test_launch_template_attaches_one_efa_interface_per_network_card(instance_type):
+EFA_TYPES = [t for t in catalog.TRAINIUM_TYPES if catalog.INSTANCE_TYPES[t].supports_efa]
+
+
+@pytest.mark.parametrize("instance_type", EFA_TYPES)
+def test_launch_template_attaches_one_efa_per_network_card_in_the_catalog_layout(instance_type):
     plan = plan_with(instance_type)
     lt, _ = trainium_parts(plan)
     interfaces = lt.inputs["networkInterfaces"]
     spec = catalog.INSTANCE_TYPES[instance_type]
 
-    assert sorted(int(i["networkCardIndex"]) for i in interfaces) == list(range(spec.network_cards))
-    assert all(i["interfaceType"] == "efa" for i in interfaces)
-    for interface in interfaces:
-        expected_device = 0 if interface["networkCardIndex"] == 0 else 1
-        assert interface["deviceIndex"] == expected_device
-        assert interface["associatePublicIpAddress"] == "false"
+    efa_cards = sorted(int(i["networkCardIndex"]) for i in interfaces if i["interfaceType"] in catalog.EFA_INTERFACE_TYPES)
+    assert efa_cards == list(range(spec.network_cards))
+    found = {(int(i["networkCardIndex"]), int(i["deviceIndex"]), i["interfaceType"]) for i in interfaces}
+    assert found == {(s.network_card_index, s.device_index, s.interface_type) for s in spec.efa_layout()}
+    primary = one([i for i in interfaces if (i["networkCardIndex"], i["deviceIndex"]) == (0, 0)])
+    assert primary["interfaceType"] != catalog.EFA_ONLY_INTERFACE  # EC2 refuses an EFA-only primary interface
+    assert primary["associatePublicIpAddress"] == "false"
+    # EFA-only interfaces take no address, so none of them asks for one.
+    assert not any("associatePublicIpAddress" in i for i in interfaces if i["interfaceType"] == catalog.EFA_ONLY_INTERFACE)
 
 
-@pytest.mark.parametrize("instance_type", [t for t in catalog.TRAINIUM_TYPES if catalog.INSTANCE_TYPES[t].supports_efa])
+@pytest.mark.parametrize("instance_type", [t for t in EFA_TYPES if catalog.INSTANCE_TYPES[t].efa_only_interfaces])
+def test_efa_only_layout_takes_one_private_ip_per_node_whatever_the_card_count(instance_type):
+    plan = plan_with(instance_type)
+    lt, _ = trainium_parts(plan)
+    with_address = [i for i in lt.inputs["networkInterfaces"] if i["interfaceType"] != catalog.EFA_ONLY_INTERFACE]
+    assert len(with_address) == 1  # only the primary ENA interface; the cards' EFA devices are EFA-only
+    (entry,) = plan.outputs["trainiumNodeGroups"]
+    assert entry["privateIpsPerNode"] == len(with_address)
+    assert entry["efaInterfacesPerNode"] == catalog.INSTANCE_TYPES[instance_type].network_cards
+
+
+@pytest.mark.parametrize("instance_type", EFA_TYPES)
 def test_efa_nodes_share_a_cluster_placement_group_and_a_self_referencing_security_group(instance_type):
     plan = plan_with(instance_type)
     lt, _ = trainium_parts(plan)

@@ -17,6 +17,17 @@ Sources (read 2026-12):
 - [AZ]         awslabs/data-on-eks ai-ml/trainium-inferentia/main.tf (2024-01 .. 2025-07: first AZ ID per region
                offers Trn1/Trn1n: use1-az6, usw2-az4, use2-az3) and aws-neuron-eks-samples
                determine_eks_azs.sh (use1-az6, usw2-az4); trn2.48xlarge in us-east-2 per public price data
+- [EFA-LAYOUT] EC2 User Guide "Maximize network bandwidth on Amazon EC2 instances with multiple network cards"
+               (efa-acc-inst-types): the primary interface (card 0, device 0) is an ENA interface and cannot be
+               EFA-only; card 0's EFA is an EFA-only interface at device 1; every other card takes an EFA-only
+               interface at device 0. The EKS User Guide "Manage EFA devices on Amazon EKS"
+               (device-management-efa: managed node group launch template example, "Conserving IP address
+               allocation") gives the same layout and says EFA-only interfaces get no IP address; "Run machine
+               learning training on Amazon EKS with Elastic Fabric Adapter" (node-efa) needs a custom launch
+               template and VPC CNI 1.18.5 or later for them. EC2's EFA-only launch announcement (2024-10-28, read
+               on its amazonaws.cn copy) says EFA-only is available on all EFA-supported instances; no per-type
+               table was found, so every EFA type here is recorded as supporting it. The previous guidance, EFA
+               with ENA on every card (card 0 device 0, others device 1), is kept for a type that does not.
 - [EKS-PRICE]  https://aws.amazon.com/eks/pricing/ (control plane: 0.10 USD/hour, 0.60 in extended support)
 - [VPC-PRICE]  https://aws.amazon.com/vpc/pricing/ (NAT gateway hour, public IPv4 address hour)
 - [EBS-PRICE]  https://aws.amazon.com/ebs/pricing/ (gp3 GB-month)
@@ -66,6 +77,30 @@ FSX_LUSTRE_USD_PER_GB_MONTH: Mapping[tuple[str, int], float] = MappingProxyType(
 )
 
 
+# Launch template interface types (EC2 LaunchTemplateInstanceNetworkInterfaceSpecificationRequest.InterfaceType).
+ENA_INTERFACE = "interface"
+EFA_WITH_ENA_INTERFACE = "efa"
+EFA_ONLY_INTERFACE = "efa-only"
+EFA_INTERFACE_TYPES = (EFA_WITH_ENA_INTERFACE, EFA_ONLY_INTERFACE)
+
+
+@dataclass(frozen=True)
+class NetworkInterfaceSlot:
+    """One interface of a launch template: where it attaches and what kind it is."""
+
+    network_card_index: int
+    device_index: int
+    interface_type: str
+
+    @property
+    def has_efa(self) -> bool:
+        return self.interface_type in EFA_INTERFACE_TYPES
+
+    @property
+    def has_ip_address(self) -> bool:
+        return self.interface_type != EFA_ONLY_INTERFACE
+
+
 @dataclass(frozen=True)
 class InstanceType:
     """One EC2 instance type and what the platform needs to know about it."""
@@ -83,6 +118,8 @@ class InstanceType:
     # One EFA interface per network card is what the launch template attaches; 0 = no EFA support.
     max_efa_interfaces: int = 0
     network_bandwidth_gbps: float = 0.0
+    # EFA-only interfaces on every card, behind an ENA primary interface [EFA-LAYOUT].
+    efa_only_interfaces: bool = False
     # On-demand list price per hour, by region [PRICE].
     on_demand_usd_per_hour: Mapping[str, float] = field(default_factory=dict)
     # AZ IDs known to offer the type, by region. Empty for general-purpose types (offered everywhere).
@@ -95,6 +132,14 @@ class InstanceType:
     @property
     def supports_efa(self) -> bool:
         return self.max_efa_interfaces > 0
+
+    def efa_layout(self) -> tuple[NetworkInterfaceSlot, ...]:
+        """The EC2-recommended interfaces for one EFA per network card [EFA-LAYOUT]; none without EFA."""
+        cards = range(self.max_efa_interfaces)
+        if self.efa_only_interfaces:
+            primary = NetworkInterfaceSlot(0, 0, ENA_INTERFACE)
+            return (primary, *(NetworkInterfaceSlot(card, int(card == 0), EFA_ONLY_INTERFACE) for card in cards))
+        return tuple(NetworkInterfaceSlot(card, int(card > 0), EFA_WITH_ENA_INTERFACE) for card in cards)
 
     def offered_in(self, region: str, az_id: str) -> bool:
         """True when the catalog records an offering of this type in ``az_id`` of ``region``."""
@@ -154,6 +199,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 accelerator_memory_gib=512,
                 network_cards=8,
                 max_efa_interfaces=8,
+                efa_only_interfaces=True,
                 network_bandwidth_gbps=800.0,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 21.50, "us-west-2": 21.50, "us-east-2": 21.50}),
                 az_ids=TRN1_AZ_IDS,
@@ -168,6 +214,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 accelerator_memory_gib=512,
                 network_cards=16,
                 max_efa_interfaces=16,
+                efa_only_interfaces=True,
                 network_bandwidth_gbps=1600.0,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 24.78, "us-west-2": 24.78, "us-east-2": 24.78}),
                 az_ids=TRN1_AZ_IDS,
@@ -182,6 +229,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 accelerator_memory_gib=1536,
                 network_cards=16,
                 max_efa_interfaces=16,
+                efa_only_interfaces=True,
                 network_bandwidth_gbps=3200.0,
                 on_demand_usd_per_hour=_frozen({"us-east-2": 35.76}),
                 az_ids=_frozen({"us-east-2": ("use2-az3",)}),

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, PositiveInt, StrictStr, ValidationError
 
-CONTRACT_VERSION = "1.1.0"
+CONTRACT_VERSION = "1.2.0"
 FIRST = "1.0.0"
 
 
@@ -41,6 +41,9 @@ class NodeGroup(Entry):
     neuron_devices_per_node: PositiveInt = Field(alias="neuronDevicesPerNode")
     neuron_cores_per_node: PositiveInt = Field(alias="neuronCoresPerNode")
     efa_interfaces_per_node: NonNegativeInt = Field(alias="efaInterfacesPerNode")
+    # 1.2.0: private IPv4 addresses one node's interfaces take from the Trainium subnet (the VPC CNI's pod IPs not
+    # counted); absent from older platforms.
+    private_ips_per_node: PositiveInt | None = since("1.2.0", default=None, alias="privateIpsPerNode")
     vcpus_per_node: PositiveInt = Field(alias="vcpusPerNode")
     memory_gib_per_node: PositiveInt = Field(alias="memoryGiBPerNode")
     node_selector: dict[StrictStr, StrictStr] = Field(alias="nodeSelector")

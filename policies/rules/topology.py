@@ -19,7 +19,7 @@ from policies.rules.trainium import (
     tolerates,
     trainium_groups,
 )
-from trainium_eks import layout, tokens
+from trainium_eks import catalog, layout, tokens
 from trainium_eks.graph import Graph, Node, dig, is_unknown, known
 
 FSX = tokens.FSX_LUSTRE_FILE_SYSTEM
@@ -86,22 +86,30 @@ def efa_interface_per_network_card(graph: Graph, config: dict) -> Iterator[Viola
         interfaces = _efa_interfaces(group)
         if interfaces is None:
             continue
-        efa = [i for i in interfaces if i.get("interfaceType") == "efa"]
-        card_indices = sorted(int(i.get("networkCardIndex", 0)) for i in efa)
-        if card_indices != list(range(cards)):
+        template = describe(group.launch_template)
+        found = {(int(i.get("networkCardIndex", 0)), int(i.get("deviceIndex", -1))): i.get("interfaceType") for i in interfaces}
+        if len(found) < len(interfaces):
+            yield Violation(group.launch_template.urn, f"{template} attaches two interfaces at one network card and device index")
+        efa_cards = sorted({card for (card, _), kind in found.items() if kind in catalog.EFA_INTERFACE_TYPES})
+        if efa_cards != list(range(cards)):
             yield Violation(
                 group.launch_template.urn,
-                f"{describe(group.launch_template)} attaches EFA on network cards {card_indices} but {group.spec.name} "
-                f"has {cards} cards; attach one EFA interface per card 0..{cards - 1}",
+                f"{template} attaches EFA on network cards {efa_cards} but {group.spec.name} has {cards} cards; "
+                f"attach one EFA interface per card 0..{cards - 1}",
             )
-        for interface in efa:
-            card, device = int(interface.get("networkCardIndex", 0)), int(interface.get("deviceIndex", -1))
-            if device != (0 if card == 0 else 1):
+        expected = {(s.network_card_index, s.device_index): s.interface_type for s in group.spec.efa_layout()}
+        for card, device in sorted(found.keys() | expected.keys()):
+            if found.get((card, device)) != expected.get((card, device)):
                 yield Violation(
                     group.launch_template.urn,
-                    f"{describe(group.launch_template)} puts the EFA interface of network card {card} at device index "
-                    f"{device}; use device 0 on card 0 and device 1 on every other card",
+                    f"{template} has {_kind(found.get((card, device)))} at network card {card} device index {device} "
+                    f"where the EC2-recommended layout for {group.spec.name} (hardware catalog) has "
+                    f"{_kind(expected.get((card, device)))}",
                 )
+
+
+def _kind(interface_type: str | None) -> str:
+    return f"'{interface_type}'" if interface_type else "no interface"
 
 
 def cluster_placement_group(graph: Graph, config: dict) -> Iterator[Violation]:
@@ -249,7 +257,7 @@ def provisioned_capacity(graph: Graph) -> dict[str, int] | None:
         interfaces = _efa_interfaces(group) if group.launch_template is not None else []
         if group.max_size is None or interfaces is None:
             return None
-        efa = sum(1 for i in interfaces if i.get("interfaceType") == "efa")
+        efa = sum(1 for i in interfaces if i.get("interfaceType") in catalog.EFA_INTERFACE_TYPES)
         totals[layout.NEURON_DEVICE_RESOURCE] += group.max_size * group.spec.neuron_devices
         totals[layout.NEURON_CORE_RESOURCE] += group.max_size * group.spec.neuron_cores
         totals[layout.EFA_RESOURCE] += group.max_size * efa

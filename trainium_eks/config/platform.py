@@ -45,6 +45,16 @@ class TrainiumNodeGroupConfig:
         return self.spec.max_efa_interfaces if self.efa else 0
 
     @property
+    def network_interfaces(self) -> tuple[catalog.NetworkInterfaceSlot, ...]:
+        """The launch template's interfaces: the type's EFA layout when EFA is on, else none (the default NIC)."""
+        return self.spec.efa_layout() if self.efa else ()
+
+    @property
+    def private_ips_per_node(self) -> int:
+        """Private IPs a node's interfaces take (the VPC CNI's warm pod IPs excluded)."""
+        return sum(1 for slot in self.network_interfaces if slot.has_ip_address) or 1
+
+    @property
     def uses_placement_group(self) -> bool:
         # A cluster placement group only pays off for EFA traffic between nodes.
         return self.efa_interfaces > 0
