@@ -4,6 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
+# checkov pins conflict with the project's (tabulate), so it gets a virtualenv of its own
+CHECKOV_VENV  := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
 .PHONY: preview plan-json test lint bench image constraints clean
 
@@ -11,6 +14,11 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --editable .
+	touch $@
+
+$(CHECKOV_STAMP): requirements-checkov.txt constraints-checkov.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt -c constraints-checkov.txt
 	touch $@
 
 ## preview: the resource tree of STACK (default dev), evaluated offline
@@ -21,8 +29,8 @@ preview: $(STAMP)
 plan-json: $(STAMP)
 	$(BIN)/python -m preflight plan $(STACK) --json
 
-## test: lint, then the whole test suite
-test: lint
+## test: lint, then the whole test suite (with checkov from .venv-checkov)
+test: lint $(CHECKOV_STAMP)
 	$(BIN)/python -m pytest
 
 ## lint: ruff's checks and formatting
@@ -38,7 +46,7 @@ constraints:
 	  /tmp/trainium-eks-pin/bin/pip freeze --disable-pip-version-check; } > constraints.txt
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(CHECKOV_VENV) .pytest_cache .hypothesis
 
 ## bench: engine speed figures (check --all, large generated stacks) and job recovery timings
 bench: $(STAMP)

@@ -47,3 +47,26 @@ def trainium_node_selector() -> dict[str, str]:
 
 def system_node_selector() -> dict[str, str]:
     return {layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE}
+
+
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
+
+
+def ingress_policy(
+    resource_name: str, *, name: str, namespace: pulumi.Input[str], labels: dict, ingress: list[dict], parent: pulumi.Resource
+) -> k8s.networking.v1.NetworkPolicy:
+    """A NetworkPolicy admitting to the pods labelled ``labels`` only the ``ingress`` rules' traffic."""
+    return k8s.networking.v1.NetworkPolicy(
+        resource_name,
+        metadata={"name": name, "namespace": namespace, "labels": labels},
+        spec={"podSelector": {"matchLabels": labels}, "policyTypes": ["Ingress"], "ingress": ingress},
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def from_namespace(namespace: pulumi.Input[str], port: int) -> dict:
+    """A NetworkPolicy ingress rule: TCP ``port`` from the pods of ``namespace`` only."""
+    return {
+        "from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}}],
+        "ports": [{"port": port, "protocol": "TCP"}],
+    }

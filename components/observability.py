@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kube import system_node_selector
+from components.kube import from_namespace, ingress_policy, system_node_selector
 from trainium_eks import layout, versions
 from trainium_eks.pod_security import restricted_container_security_context, restricted_pod_security_context
 
 TENSORBOARD_NAME = "tensorboard"
-TENSORBOARD_UID = 1000
+TENSORBOARD_UID = 10001  # unprivileged, and above 10000 so it is no user of the node's
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,17 @@ class Observability(pulumi.ComponentResource):
                 "ports": [{"name": "http", "port": layout.TENSORBOARD_PORT, "targetPort": "http", "protocol": "TCP"}],
             },
             opts=k8s_opts,
+        )
+        # Only the job namespace's pods reach TensorBoard over the network. port-forward connects inside the pod and
+        # the kubelet probes from the node: a NetworkPolicy restricts neither (Kubernetes docs, Network Policies:
+        # what you can't do; the VPC CNI's policy agent always admits the node's IP).
+        ingress_policy(
+            f"{name}-tensorboard",
+            name=TENSORBOARD_NAME,
+            namespace=args.job_namespace,
+            labels=labels,
+            ingress=[from_namespace(args.job_namespace, layout.TENSORBOARD_PORT)],
+            parent=self,
         )
         self.service_name = service.metadata.name
         self.register_outputs({"serviceName": self.service_name})

@@ -16,17 +16,18 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kube import system_node_selector
+from components.kube import from_namespace, ingress_policy, system_node_selector
 from trainium_eks import layout, versions
 from trainium_eks.pod_security import restricted_container_security_context, restricted_pod_security_context
 
 ETCD_NAME = "etcd"
 MEMBERS_SERVICE = "etcd-members"  # headless: one DNS name per member, published before the member is ready
 ETCD_PEER_PORT = 2380
-ETCD_UID = 1000  # the image is distroless; run as an unprivileged user that owns the data volume
+# The image is distroless; run as an unprivileged user that owns the data volume (fsGroup), above 10000 so it is
+# no user of the node's. A volume written by an earlier UID is handed over by the kubelet's fsGroup change.
+ETCD_UID = 10001
 DATA_DIR = "/var/lib/etcd"
 HEALTH_PATH = "/health"  # healthy once the member has a leader and serves requests
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
 
 
 @dataclass(frozen=True)
@@ -127,24 +128,20 @@ class Rendezvous(pulumi.ComponentResource):
             },
             opts=child,
         )
-        k8s.networking.v1.NetworkPolicy(
+        ingress_policy(
             f"{name}-access",
-            metadata={"name": ETCD_NAME, "namespace": args.namespace, "labels": labels},
-            spec={
-                "podSelector": {"matchLabels": labels},
-                "policyTypes": ["Ingress"],
-                "ingress": [
-                    {  # clients: the pods of the job namespace (training jobs, acceptance checks), and nothing else
-                        "from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: args.namespace}}}],
-                        "ports": [{"port": layout.ETCD_CLIENT_PORT, "protocol": "TCP"}],
-                    },
-                    {  # peers: the other members
-                        "from": [{"podSelector": {"matchLabels": labels}}],
-                        "ports": [{"port": ETCD_PEER_PORT, "protocol": "TCP"}],
-                    },
-                ],
-            },
-            opts=child,
+            name=ETCD_NAME,
+            namespace=args.namespace,
+            labels=labels,
+            ingress=[
+                # clients: the pods of the job namespace (training jobs, acceptance checks), and nothing else
+                from_namespace(args.namespace, layout.ETCD_CLIENT_PORT),
+                {  # peers: the other members
+                    "from": [{"podSelector": {"matchLabels": labels}}],
+                    "ports": [{"port": ETCD_PEER_PORT, "protocol": "TCP"}],
+                },
+            ],
+            parent=self,
         )
         if args.members > 1:  # a single member has no majority to keep: draining its node interrupts the jobs
             k8s.policy.v1.PodDisruptionBudget(

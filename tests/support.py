@@ -38,6 +38,27 @@ def cached_plan(stack: str, preview: bool) -> engine.Plan:
     return evaluate(stack, preview=preview)
 
 
+def kubernetes_objects(plan: engine.Plan) -> list[engine.Resource]:
+    """The plan's Kubernetes objects (Helm releases are charts, not objects)."""
+    return [r for r in plan.resources if r.type.startswith("kubernetes:") and not r.type.startswith("kubernetes:helm.sh")]
+
+
+def manifest(resource: engine.Resource) -> dict:
+    """The object sent to the API server: a Kubernetes resource's wire inputs, whose numbers the engine carries
+    as floats and the provider sends whole ones as integers (``runAsUser: 10001``, not ``10001.0``)."""
+    return _as_sent(resource.inputs)
+
+
+def _as_sent(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _as_sent(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_sent(item) for item in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def node_group_config(name: str, instance_type: str, size: int = 2, **extra: Any) -> dict:
     return {"name": name, "instanceType": instance_type, "minSize": size, "desiredSize": size, "maxSize": size, **extra}
 

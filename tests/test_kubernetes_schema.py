@@ -7,7 +7,7 @@ import copy
 import jsonschema
 import kubernetes_validate
 import pytest
-from support import settings
+from support import kubernetes_objects, manifest, settings
 
 # Built-in kinds are checked strictly (unknown or misspelt fields fail); Volcano's Queue is a CRD, checked against
 # the fields of scheduling.volcano.sh/v1beta1 Queue that the platform sets (Volcano 1.15 CRD).
@@ -35,15 +35,6 @@ QUEUE_SCHEMA = {
         },
     },
 }
-
-
-def manifest(resource) -> dict:
-    """The object sent to the API server: a Kubernetes resource's wire inputs are exactly its manifest."""
-    return resource.inputs
-
-
-def kubernetes_objects(plan):
-    return [r for r in plan.resources if r.type.startswith("kubernetes:") and not r.type.startswith("kubernetes:helm.sh")]
 
 
 def test_built_in_objects_pass_strict_schema_validation(stack_plan):

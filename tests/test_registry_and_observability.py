@@ -76,3 +76,23 @@ def test_tensorboard_is_restarted_when_it_hangs_and_mounts_no_api_token(stack_pl
     (container,) = pod["containers"]
     assert container["livenessProbe"]["httpGet"]["port"] == "http"
     assert pod["automountServiceAccountToken"] is False
+
+
+def test_only_the_job_namespace_reaches_tensorboard_over_the_network(stack_plan):
+    deployment = one(
+        [d for d in stack_plan.find("kubernetes:apps/v1:Deployment") if d.inputs["metadata"]["name"] == "tensorboard"]
+    )
+    policy = one(
+        [
+            p
+            for p in stack_plan.find("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+            if p.inputs["metadata"]["name"] == "tensorboard"
+        ]
+    )
+    spec = policy.inputs["spec"]
+    assert spec["podSelector"]["matchLabels"] == deployment.inputs["spec"]["template"]["metadata"]["labels"]
+    (rule,) = spec["ingress"]
+    namespace = stack_plan.outputs["jobNamespace"]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}]
+    assert rule["ports"] == [{"port": layout.TENSORBOARD_PORT, "protocol": "TCP"}]
+    assert deployment.inputs["spec"]["template"]["spec"]["securityContext"]["runAsUser"] >= 10000

@@ -93,7 +93,9 @@ def test_a_drain_never_takes_the_majority_and_etcd_mounts_no_api_token(stack_pla
 
 def test_only_the_job_namespace_reaches_etcd_and_the_vpc_cni_enforces_it(stack_plan):
     statefulset, _, _ = etcd_parts(stack_plan)
-    (policy,) = stack_plan.find("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    (policy,) = [
+        p for p in stack_plan.find("kubernetes:networking.k8s.io/v1:NetworkPolicy") if p.inputs["metadata"]["name"] == "etcd"
+    ]
     spec = policy.inputs["spec"]
     assert spec["podSelector"]["matchLabels"] == statefulset.inputs["spec"]["template"]["metadata"]["labels"]
     clients, peers = spec["ingress"]
