@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from trainium_eks import versions
+from trainium_eks import layout, versions
 from trainium_eks.config import DeployRunnerConfig
 
 HTTPS = 443
@@ -189,3 +189,17 @@ class DeployRunner(pulumi.ComponentResource):
         self.project_name = project.name
         self.security_group_id = security_group.id
         self.register_outputs({"projectName": self.project_name, "securityGroupId": self.security_group_id})
+
+
+def bootstrap_targets(stack: str, project: str) -> list[str]:
+    """The `pulumi up --target` patterns of a new stack's first step, run from an operator's machine: the network and
+    the runner with everything inside them, and the platform component that parents both. Nothing in them depends
+    on the cluster, so the targeted update creates no Kubernetes resource (Pulumi "Targeted updates": `**` matches
+    across URN segments, and a targeted resource's inputs from untargeted ones would come from the stack's state,
+    which a new stack does not have, so every dependency is targeted too)."""
+    prefix = f"urn:pulumi:{stack}::{project}::"
+    return [
+        f"{prefix}trainium-eks:index:Platform::{layout.PLATFORM_NAME}",
+        f"{prefix}**trainium-eks:network:Network**",
+        f"{prefix}**trainium-eks:deploy-runner:DeployRunner**",
+    ]

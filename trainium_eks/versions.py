@@ -62,5 +62,5 @@ HELM_CHARTS = (NEURON_HELM_CHART, EFA_DEVICE_PLUGIN_CHART, VOLCANO_CHART, FSX_CS
 IMAGES = (ETCD_IMAGE, TENSORBOARD_IMAGE)
 
 # The deploy runner's build image: CodeBuild's curated Ubuntu 22.04 image (aws/aws-codebuild-docker-images
-# ubuntu/standard/7.0), on which actions/setup-python installs the workflows' Python.
+# ubuntu/standard/7.0).
 DEPLOY_RUNNER_IMAGE = "aws/codebuild/standard:7.0"
