@@ -16,8 +16,6 @@ from preflight.stackfile import REPO_ROOT
 from trainium_eks import tokens
 from trainium_eks.config import parse
 
-CODEBUILD_PROJECT = "aws:codebuild/project:Project"
-CODEBUILD_WEBHOOK = "aws:codebuild/webhook:Webhook"
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 # Calls a VPC build cannot scope by resource (CodeBuild User Guide, VPC network interface permissions).
 UNSCOPED_VPC_CALLS = {
@@ -36,7 +34,7 @@ def configs(**prod_overrides) -> dict:
 
 
 def runner_of(plan):
-    return one(plan.find(CODEBUILD_PROJECT))
+    return one(plan.find(tokens.CODEBUILD_PROJECT))
 
 
 def service_policy(plan) -> dict:
@@ -56,7 +54,7 @@ def test_the_runner_takes_queued_workflow_jobs_of_the_configured_repository(stac
     assert project.inputs["name"] == cfg.project_name
     assert project.inputs["source"]["location"] == f"https://github.com/{cfg.github_repository}.git"
     assert project.inputs["source"]["auth"] == {"type": "CODECONNECTIONS", "resource": cfg.connection_arn}
-    webhook = one(stack_plan.find(CODEBUILD_WEBHOOK))
+    webhook = one(stack_plan.find(tokens.CODEBUILD_WEBHOOK))
     assert webhook.inputs["projectName"] == cfg.project_name
     assert webhook.inputs["filterGroups"] == [{"filters": [{"type": "EVENT", "pattern": WORKFLOW_JOB_QUEUED}]}]
 
@@ -110,7 +108,7 @@ def test_a_stack_without_runner_keys_has_no_runner():
     from support import evaluate
 
     plan = evaluate("dev", ciRunnerRepository="", ciRunnerConnectionArn="")
-    assert not plan.find(CODEBUILD_PROJECT)
+    assert not plan.find(tokens.CODEBUILD_PROJECT)
     assert not [r for r in plan.find(tokens.VPC_SECURITY_GROUP_INGRESS_RULE) if "api-from-client" in r.name]
 
 
@@ -178,7 +176,7 @@ def test_the_bootstrap_targets_create_the_runner_and_everything_it_needs_but_no_
     patterns = bootstrap_targets("prod", plan.project)
     targeted = {r.urn for r in plan.resources if any(matches(p, r.urn) for p in patterns)}
     resources = {r.urn: r for r in plan.resources}
-    assert {runner_of(plan).urn, one(plan.find(CODEBUILD_WEBHOOK)).urn, one(plan.find(tokens.EC2_VPC)).urn} <= targeted
+    assert {runner_of(plan).urn, one(plan.find(tokens.CODEBUILD_WEBHOOK)).urn, one(plan.find(tokens.EC2_VPC)).urn} <= targeted
     assert all(tokens.EC2_NAT_GATEWAY not in urn or urn in targeted for urn in resources)  # the runner's way out
     assert not [u for u in targeted if resources[u].type in (tokens.EKS_COMPONENT_CLUSTER, tokens.EKS_NODE_GROUP)]
     assert not [u for u in targeted if resources[u].type.startswith("kubernetes:")]
