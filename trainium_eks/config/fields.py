@@ -190,6 +190,11 @@ def matching(pattern: re.Pattern, problem: str, fix: str) -> Any:
     return Annotated[StrictStr, rule(lambda v: bool(pattern.match(v)), problem, fix)]
 
 
+def matching_or_empty(pattern: re.Pattern, problem: str, fix: str) -> Any:
+    """A string that is empty (the key is off) or matches ``pattern``."""
+    return Annotated[StrictStr, rule(lambda v: v == "" or bool(pattern.match(v)), problem, fix)]
+
+
 S3Url = Annotated[
     StrictStr,
     rule(lambda v: v == "" or bool(S3_URL.match(v)), "'{value}' is not an S3 URL", "use s3://bucket/prefix"),
