@@ -8,9 +8,9 @@ import re
 import shutil
 
 import pytest
-from support import STACKS, cached_plan, one, settings
+from support import STACKS, cached_plan, evaluate, one, settings
 
-from components.deploy_runner import WORKFLOW_JOB_QUEUED, bootstrap_targets
+from components.deploy_runner import bootstrap_targets
 from preflight import workflows
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import tokens
@@ -48,7 +48,7 @@ def test_the_runner_takes_queued_workflow_jobs_of_the_configured_repository(stac
     assert project.inputs["source"]["auth"] == {"type": "CODECONNECTIONS", "resource": cfg.connection_arn}
     webhook = one(stack_plan.find(tokens.CODEBUILD_WEBHOOK))
     assert webhook.inputs["projectName"] == cfg.project_name
-    assert webhook.inputs["filterGroups"] == [{"filters": [{"type": "EVENT", "pattern": WORKFLOW_JOB_QUEUED}]}]
+    assert webhook.inputs["filterGroups"] == [{"filters": [{"type": "EVENT", "pattern": "WORKFLOW_JOB_QUEUED"}]}]
 
 
 def test_the_runner_role_can_only_log_place_its_interfaces_and_use_the_connection(stack_plan):
@@ -98,8 +98,6 @@ def test_the_cluster_admits_the_runner_on_443_before_anything_uses_the_api(stack
 
 
 def test_a_stack_without_runner_keys_has_no_runner():
-    from support import evaluate
-
     plan = evaluate("dev", ciRunnerRepository="", ciRunnerConnectionArn="")
     assert not plan.find(tokens.CODEBUILD_PROJECT)
     assert not [r for r in plan.find(tokens.VPC_SECURITY_GROUP_INGRESS_RULE) if "api-from-client" in r.name]
