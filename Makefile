@@ -33,10 +33,11 @@ plan-json: $(STAMP)
 test: lint $(CHECKOV_STAMP)
 	$(BIN)/python -m pytest
 
-## lint: ruff's checks and formatting
+## lint: ruff's checks and formatting, actionlint over the workflows
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/actionlint .github/workflows/*.yml
 
 ## constraints: re-pin every transitive dependency after editing a requirements file
 constraints:

@@ -53,6 +53,9 @@ class ClusterArgs:
     node_routing: Sequence[pulumi.Resource]  # nodes join the cluster through NAT: create it before them
     tags: Mapping[str, str]
     protect: bool
+    # Security groups inside the VPC whose members reach the API endpoint (the deploy runner's): the private
+    # endpoint answers from the VPC only where the cluster security group admits 443 from the client.
+    api_client_security_group_ids: Sequence[pulumi.Input[str]] = ()
 
 
 class Cluster(pulumi.ComponentResource):
@@ -182,11 +185,27 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*attachments, vpc_cni, *args.node_routing]),
         )
 
+        # EKS user guide, "Cluster API server endpoint": with private access, the cluster security group must allow
+        # ingress on 443 from the network the client is in.
+        api_clients = [
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-api-from-client-{i}",
+                security_group_id=control_plane.eks_cluster.vpc_config.cluster_security_group_id,
+                referenced_security_group_id=group_id,
+                ip_protocol="tcp",
+                from_port=443,
+                to_port=443,
+                description="Kubernetes API from an in-VPC client (the deploy runner)",
+                tags=tags,
+                opts=child,
+            )
+            for i, group_id in enumerate(args.api_client_security_group_ids)
+        ]
         self.provider = k8s.Provider(
             f"{name}-k8s",
             kubeconfig=control_plane.kubeconfig_json,
             enable_server_side_apply=True,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=api_clients),  # reach the API before using it
         )
 
         self.block_storage_class = self._block_storage(name, cfg, control_plane, tags, args.protect)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pulumi
 
 from components.cluster import Cluster, ClusterArgs
+from components.deploy_runner import DeployRunner, DeployRunnerArgs
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.network import Network, NetworkArgs
 from components.observability import Observability, ObservabilityArgs
@@ -42,6 +43,13 @@ class TrainiumPlatform(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        runner = None
+        if config.deploy_runner is not None:
+            runner = DeployRunner(
+                f"{name}-deploy-runner",
+                DeployRunnerArgs(config.deploy_runner, config.region, network.vpc_id, network.private_subnet_ids, tags),
+                opts=child,
+            )
         cluster = Cluster(
             f"{name}-cluster",
             ClusterArgs(
@@ -52,6 +60,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 node_routing=network.private_routing,
                 tags=tags,
                 protect=protect,
+                api_client_security_group_ids=[runner.security_group_id] if runner else [],
             ),
             opts=child,
         )

@@ -19,7 +19,7 @@ from pulumi_policy import (
 )
 
 from policies.adapters import resource_policy, stack_policy
-from policies.rules import cost, images, nodes, security, topology, workloads
+from policies.rules import cost, deploy_path, images, nodes, security, topology, workloads
 from trainium_eks import tokens
 
 POLICIES_DIR = Path(__file__).resolve().parent
@@ -183,6 +183,13 @@ SECURITY_BASELINE = Pack(
             security.endpoint_public_access,
             EKS_TYPES,
             config={"allowPublicEndpoint": {"type": "boolean", "default": False}},
+        ),
+        stack_policy(
+            "private-endpoint-in-vpc-runner",
+            "A cluster with a private-only endpoint has a CodeBuild runner in its VPC that it admits on 443.",
+            Severity.HIGH,
+            deploy_path.private_endpoint_has_in_vpc_runner,
+            config={"requireInVpcRunner": {"type": "boolean", "default": True}},
         ),
         resource_policy(
             "security-group-no-world-ingress",

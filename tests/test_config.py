@@ -104,6 +104,14 @@ BAD_INPUTS = [
     ({"volcanoQueues": [{"name": "q", "neuronShare": "half"}]}, "volcanoQueues[0].neuronShare", "expected a number"),
     ({"volcanoQueues": [{"name": "q"}, {"name": "q"}]}, "volcanoQueues[1].name", "taken"),
     ({"volcanoQueues": [{"name": "q", "weigth": 2}]}, "volcanoQueues[0].weigth", "did you mean 'weight'"),
+    ({"ciRunnerRepository": "https://github.com/o/r"}, "trainium-eks:ciRunnerRepository", "use owner/name"),
+    (
+        {"ciRunnerConnectionArn": "arn:aws:iam::111122223333:role/x"},
+        "trainium-eks:ciRunnerConnectionArn",
+        "not a CodeConnections",
+    ),
+    ({"ciRunnerConnectionArn": ""}, "trainium-eks:ciRunnerConnectionArn", "set both ciRunner keys"),
+    ({"ciRunnerRepository": ""}, "trainium-eks:ciRunnerRepository", "set both ciRunner keys"),
 ]
 
 

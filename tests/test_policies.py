@@ -26,6 +26,7 @@ from policies.rules.topology import FSX, QUEUE, RESERVATION_AZ_TAG
 from policies.rules.trainium import LAUNCH_TEMPLATE, NODE_GROUP, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
 from preflight import check
 from trainium_eks import versions
+from trainium_eks.tokens import CODEBUILD_PROJECT
 
 ALL_POLICIES = {p.name for pack in PACKS for p in pack.policies}
 
@@ -252,6 +253,23 @@ MUTATIONS: dict[str, list[Case]] = {
         Case("no-cidrs", "dev", _public_cidrs(), ("no publicAccessCidrs",)),
         Case("world-in-halves", "dev", _public_cidrs("203.0.113.0/24", "0.0.0.0/1", "128.0.0.0/1"), ("cover 0.0.0.0/0",)),
         Case("not-a-cidr", "dev", _public_cidrs("203.0.113.0/33"), ("'203.0.113.0/33'",), count=1),
+    ],
+    "private-endpoint-in-vpc-runner": [
+        Case(
+            "no-runner",
+            "prod",
+            without(lambda r: r["type"] == CODEBUILD_PROJECT),
+            ("no CodeBuild runner in its VPC",),
+            blames=EKS_COMPONENT,
+        ),
+        Case(
+            "not-admitted",
+            "prod",
+            without(lambda r: r["type"] == VPC_INGRESS_RULE and "api-from-client" in r["name"]),
+            ("does not admit its runner",),
+            blames=EKS_COMPONENT,
+        ),
+        Case("udp-only", "prod", edit(VPC_INGRESS_RULE, "api-from-client", "ipProtocol", to="udp"), ("TCP 443",)),
     ],
     "security-group-no-world-ingress": [
         Case("group", "dev", _lustre_ingress(_tcp(22.0, 22.0, "0.0.0.0/0")), ("(0.0.0.0/0) on tcp 22",)),

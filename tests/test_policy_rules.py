@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from policies.rules import cost, images, security, topology
+from policies.rules import cost, deploy_path, images, security, topology
 from policies.rules.network import internet_covered, parse_cidrs
 from policies.rules.trainium import LAUNCH_TEMPLATE, NODE_GROUP, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
 from trainium_eks.graph import UNKNOWN, Graph, Node
@@ -402,3 +402,24 @@ def test_eks_images_come_from_the_stack_region():
     other.provider_props = {"region": "us-west-2"}  # two regions: the stack's region is not known, nothing is judged
     efa.props["values"] = {}
     expect(images.eks_images_from_stack_region(Graph([efa, other]), {}))
+
+
+def test_a_private_cluster_in_an_adopted_vpc_is_matched_to_its_runner_by_vpc_id():
+    """No VPC resource to link through: the runner counts when its vpcConfig names the cluster's VPC ID."""
+    cluster = node(EKS, {"endpointPublicAccess": False, "vpcId": "vpc-0a1b2c3d"}, "eks")
+    runner_group = node(SECURITY_GROUP, {}, "runner")
+    elsewhere = node(deploy_path.CODEBUILD_PROJECT, {"vpcConfig": {"vpcId": "vpc-99999999"}}, "other")
+    expect(deploy_path.private_endpoint_has_in_vpc_runner(Graph([cluster, elsewhere]), {}), "no CodeBuild runner in its VPC")
+    runner = node(deploy_path.CODEBUILD_PROJECT, {"vpcConfig": {"vpcId": "vpc-0a1b2c3d"}}, "runner", vpcConfig=[runner_group])
+    expect(deploy_path.private_endpoint_has_in_vpc_runner(Graph([cluster, runner]), {}), "does not admit its runner")
+    rule = node(
+        VPC_RULE,
+        {"ipProtocol": "tcp", "fromPort": 443.0, "toPort": 443.0},
+        "api",
+        securityGroupId=[cluster],
+        referencedSecurityGroupId=[runner_group],
+    )
+    expect(deploy_path.private_endpoint_has_in_vpc_runner(Graph([cluster, runner, rule]), {}))
+    expect(deploy_path.private_endpoint_has_in_vpc_runner(Graph([cluster]), {"requireInVpcRunner": False}))
+    public = node(EKS, {"endpointPublicAccess": True}, "public")
+    expect(deploy_path.private_endpoint_has_in_vpc_runner(Graph([public]), {}))

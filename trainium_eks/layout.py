@@ -6,6 +6,9 @@ component and test takes them from here.
 
 from __future__ import annotations
 
+# The platform component __main__.py creates: its name is part of every URN (and of the bootstrap's targets).
+PLATFORM_NAME = "trainium"
+
 # Node labels set by the node groups and used as nodeSelectors by the add-ons.
 NODE_ROLE_LABEL = "trainium-eks/node-role"
 SYSTEM_NODE_ROLE = "system"

@@ -3,6 +3,9 @@
 A token is ``<package>:<module>:<Type>``; components of pulumi-eks use the ``eks:index`` module.
 """
 
+CLOUDWATCH_LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+CODEBUILD_PROJECT = "aws:codebuild/project:Project"
+CODEBUILD_WEBHOOK = "aws:codebuild/webhook:Webhook"
 EC2_EIP = "aws:ec2/eip:Eip"
 EC2_GET_INSTANCE_TYPE_OFFERINGS = "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"
 EC2_GET_SUBNET = "aws:ec2/getSubnet:getSubnet"

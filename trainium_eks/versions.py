@@ -78,3 +78,7 @@ VPC_CNI_ADDON = "vpc-cni"  # likewise at EKS's default build for the cluster ver
 
 HELM_CHARTS = (NEURON_HELM_CHART, EFA_DEVICE_PLUGIN_CHART, VOLCANO_CHART, FSX_CSI_CHART)
 IMAGES = (ETCD_IMAGE, TENSORBOARD_IMAGE)
+
+# The deploy runner's build image: CodeBuild's curated Ubuntu 22.04 image (aws/aws-codebuild-docker-images
+# ubuntu/standard/7.0).
+DEPLOY_RUNNER_IMAGE = "aws/codebuild/standard:7.0"

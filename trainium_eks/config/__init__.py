@@ -22,6 +22,7 @@ from trainium_eks.config.errors import ConfigError, from_validation, key_path
 from trainium_eks.config.platform import (
     CapacityReservation,
     ClusterConfig,
+    DeployRunnerConfig,
     DevicePluginConfig,
     ExistingVpc,
     NetworkConfig,
@@ -41,6 +42,7 @@ __all__ = [
     "CapacityReservation",
     "ClusterConfig",
     "ConfigError",
+    "DeployRunnerConfig",
     "DevicePluginConfig",
     "ExistingVpc",
     "NetworkConfig",

@@ -30,6 +30,10 @@ PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]
 RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")
 VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+# GitHub: an owner of up to 39 letters, digits and single hyphens; a repository name of letters, digits, ".", "_", "-".
+GITHUB_REPOSITORY = re.compile(r"^[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}/[A-Za-z0-9._-]{1,100}$")
+# A connection ARN of either service name (CodeStar Connections was renamed CodeConnections; both ARNs are valid).
+CONNECTION_ARN = re.compile(r"^arn:aws[a-z-]*:(codeconnections|codestar-connections):[a-z0-9-]+:\d{12}:connection/[0-9a-f-]{36}$")
 # The ranges RFC 1918 sets aside for private networks, which the Amazon VPC User Guide recommends for a VPC.
 PRIVATE_RANGES = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 # Addresses that never reach a public endpoint: private (RFC 1918), shared (RFC 6598), loopback, link-local
@@ -184,6 +188,11 @@ VpcCidr = Annotated[
 
 def matching(pattern: re.Pattern, problem: str, fix: str) -> Any:
     return Annotated[StrictStr, rule(lambda v: bool(pattern.match(v)), problem, fix)]
+
+
+def matching_or_empty(pattern: re.Pattern, problem: str, fix: str) -> Any:
+    """A string that is empty (the key is off) or matches ``pattern``."""
+    return Annotated[StrictStr, rule(lambda v: v == "" or bool(pattern.match(v)), problem, fix)]
 
 
 S3Url = Annotated[

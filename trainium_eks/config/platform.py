@@ -88,6 +88,21 @@ class ClusterConfig:
 
 
 @dataclass(frozen=True)
+class DeployRunnerConfig:
+    """The stack's in-VPC CI runner: a CodeBuild project that takes the repository's GitHub Actions jobs."""
+
+    project_name: str
+    github_repository: str  # owner/name
+    connection_arn: str
+
+    @property
+    def runs_on(self) -> str:
+        """The `runs-on` label of a job for this runner: CodeBuild starts one build per queued job that names the
+        project (AWS CodeBuild User Guide, "Tutorial: Configure a CodeBuild-hosted GitHub Actions runner")."""
+        return f"codebuild-{self.project_name}-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}"
+
+
+@dataclass(frozen=True)
 class DevicePluginConfig:
     neuron_monitor: bool
 
@@ -143,3 +158,4 @@ class PlatformConfig:
     registry: RegistryConfig
     tensorboard: bool
     protect_stateful: bool
+    deploy_runner: DeployRunnerConfig | None = None

@@ -21,6 +21,7 @@ FSX_THROUGHPUT = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250, 500
 CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,99}$")
 NODE_GROUP_NAME_MAX = 63
 SYSTEM_NODE_GROUP_SUFFIX = "-system"
+DEPLOY_RUNNER_SUFFIX = "-deploy"  # the runner's CodeBuild project is <cluster name>-deploy
 
 Key = Callable[[str], str]
 
@@ -78,6 +79,7 @@ def platform(stack_input: StackInput, *, project: str, stack: str, region: str, 
         registry=_registry(s, stack, key),
         tensorboard=s.tensorboard,
         protect_stateful=s.protect_stateful_resources,
+        deploy_runner=_deploy_runner(s, cluster_name, key),
     )
 
 
@@ -212,6 +214,19 @@ def _cluster(s: StackInput, name: str, key: Key) -> p.ClusterConfig:
         s.system_node_instance_type,
         scaling(system_key, s.system_node_min_size, s.system_node_desired_size, s.system_node_max_size),
     )
+
+
+def _deploy_runner(s: StackInput, cluster_name: str, key: Key) -> p.DeployRunnerConfig | None:
+    """Both runner keys or neither. Whether a private stack needs the runner depends on whether the pipeline deploys
+    it, which the workflows say: ``trainium_eks.workflows`` checks that rule against them."""
+    for needed, given, other in (
+        ("ciRunnerConnectionArn", s.ci_runner_repository, s.ci_runner_connection_arn),
+        ("ciRunnerRepository", s.ci_runner_connection_arn, s.ci_runner_repository),
+    ):
+        check(not given or other, key(needed), "empty while the other ciRunner key is set", "set both ciRunner keys, or neither")
+    if not s.ci_runner_repository:
+        return None
+    return p.DeployRunnerConfig(f"{cluster_name}{DEPLOY_RUNNER_SUFFIX}", s.ci_runner_repository, s.ci_runner_connection_arn)
 
 
 def _scheduling(s: StackInput, key: Key) -> p.SchedulingConfig:

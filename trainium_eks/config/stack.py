@@ -88,6 +88,14 @@ class StackInput(Strict):
         list[f.matching(f.PRINCIPAL_ARN, "'{value}' is not an IAM role or user ARN", "use arn:aws:iam::<account>:role/<name>")],
         f.Structured,
     ] = Field(alias="clusterAdminPrincipalArns")
+    ci_runner_repository: f.matching_or_empty(
+        f.GITHUB_REPOSITORY, "'{value}' is not a GitHub repository", "use owner/name, e.g. example-org/trainium-eks"
+    ) = Field(alias="ciRunnerRepository")
+    ci_runner_connection_arn: f.matching_or_empty(
+        f.CONNECTION_ARN,
+        "'{value}' is not a CodeConnections connection ARN",
+        "use arn:aws:codeconnections:<region>:<account>:connection/<id>",
+    ) = Field(alias="ciRunnerConnectionArn")
     system_node_instance_type: f.one_of(tuple(catalog.GENERAL_TYPES), what="a system type in the catalog") = Field(
         alias="systemNodeInstanceType"
     )

@@ -1,0 +1,185 @@
+"""The deploy path: each stack's CI runner lives in its private subnets with least privilege, the cluster admits
+it, the workflows run every stack's preview and up on it, and the documented bootstrap creates it first."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+from support import STACKS, cached_plan, evaluate, one, settings
+
+from components.deploy_runner import bootstrap_targets
+from preflight import workflows
+from preflight.stackfile import REPO_ROOT
+from trainium_eks import tokens
+from trainium_eks.config import parse
+
+WORKFLOWS = REPO_ROOT / ".github" / "workflows"
+# The only calls a VPC build makes that cannot be scoped by resource (CodeBuild User Guide, VPC network interfaces).
+UNSCOPED_NETWORK_INTERFACE_CALLS = {"ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface"}
+
+
+def configs(**prod_overrides) -> dict:
+    return {stack: parse(settings(stack, **(prod_overrides if stack == "prod" else {})).config, stack=stack) for stack in STACKS}
+
+
+def runner_of(plan):
+    return one(plan.find(tokens.CODEBUILD_PROJECT))
+
+
+def service_policy(plan) -> dict:
+    role_policy = one([p for p in plan.find(tokens.IAM_ROLE_POLICY) if "deploy-runner" in p.name])
+    return json.loads(role_policy.inputs["policy"])
+
+
+def test_the_runner_builds_in_the_private_subnets_of_the_stacks_vpc(stack_plan):
+    vpc = runner_of(stack_plan).inputs["vpcConfig"]
+    assert vpc["subnets"] == stack_plan.outputs["privateSubnetIds"]
+    assert vpc["vpcId"] == stack_plan.outputs["vpcId"]
+
+
+def test_the_runner_takes_queued_workflow_jobs_of_the_configured_repository(stack_plan):
+    cfg = parse(settings(stack_plan.stack).config, stack=stack_plan.stack).deploy_runner
+    project = runner_of(stack_plan)
+    assert project.inputs["name"] == cfg.project_name
+    assert project.inputs["source"]["location"] == f"https://github.com/{cfg.github_repository}.git"
+    assert project.inputs["source"]["auth"] == {"type": "CODECONNECTIONS", "resource": cfg.connection_arn}
+    webhook = one(stack_plan.find(tokens.CODEBUILD_WEBHOOK))
+    assert webhook.inputs["projectName"] == cfg.project_name
+    assert webhook.inputs["filterGroups"] == [{"filters": [{"type": "EVENT", "pattern": "WORKFLOW_JOB_QUEUED"}]}]
+
+
+def test_the_runner_role_can_only_log_place_its_interfaces_and_use_the_connection(stack_plan):
+    project = runner_of(stack_plan)
+    cfg = parse(settings(stack_plan.stack).config, stack=stack_plan.stack).deploy_runner
+    statements = service_policy(stack_plan)["Statement"]
+    by_sid = {s["Sid"]: s for s in statements}
+    assert set(by_sid) == {"Logs", "VpcNetworkInterfaces", "NetworkInterfacesInTheseSubnets", "GitHubConnection"}
+    assert all(s["Effect"] == "Allow" for s in statements)
+    assert by_sid["Logs"]["Resource"].endswith(f":log-group:/aws/codebuild/{cfg.project_name}:log-stream:*")
+    unscoped = set(by_sid["VpcNetworkInterfaces"]["Action"])
+    assert {a for a in unscoped if not a.startswith("ec2:Describe")} == UNSCOPED_NETWORK_INTERFACE_CALLS
+    interfaces = by_sid["NetworkInterfacesInTheseSubnets"]
+    assert interfaces["Condition"]["StringEquals"] == {"ec2:AuthorizedService": "codebuild.amazonaws.com"}
+    subnets = [arn.rsplit("/", 1)[1] for arn in interfaces["Condition"]["ArnLike"]["ec2:Subnet"]]
+    assert subnets == project.inputs["vpcConfig"]["subnets"]
+    assert by_sid["GitHubConnection"]["Resource"] == cfg.connection_arn
+    # No managed policy on top: the deploy permissions come from the workflow's OIDC role.
+    role = one([r for r in stack_plan.find(tokens.IAM_ROLE) if "deploy-runner" in r.name])
+    assert not [a for a in stack_plan.find(tokens.IAM_ROLE_POLICY_ATTACHMENT) if role.name in a.inputs["role"]]
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert [s["Principal"] for s in trust] == [{"Service": "codebuild.amazonaws.com"}]
+
+
+def test_the_runner_accepts_no_connection_and_calls_out_over_https_only(stack_plan):
+    (group_id,) = runner_of(stack_plan).inputs["vpcConfig"]["securityGroupIds"]
+    rules = stack_plan.find(tokens.VPC_SECURITY_GROUP_INGRESS_RULE) + stack_plan.find(tokens.VPC_SECURITY_GROUP_EGRESS_RULE)
+    on_runner = [r for r in rules if r.inputs["securityGroupId"] == group_id]
+    assert [(r.type, r.inputs["ipProtocol"], r.inputs["fromPort"], r.inputs["toPort"]) for r in on_runner] == [
+        (tokens.VPC_SECURITY_GROUP_EGRESS_RULE, "tcp", 443.0, 443.0)
+    ]
+
+
+def test_the_cluster_admits_the_runner_on_443_before_anything_uses_the_api(stack_plan):
+    (group_id,) = runner_of(stack_plan).inputs["vpcConfig"]["securityGroupIds"]
+    rule = one(
+        [
+            r
+            for r in stack_plan.find(tokens.VPC_SECURITY_GROUP_INGRESS_RULE)
+            if r.inputs.get("referencedSecurityGroupId") == group_id
+        ]
+    )
+    assert rule.inputs["securityGroupId"] == stack_plan.outputs["clusterSecurityGroupId"]
+    assert (rule.inputs["ipProtocol"], rule.inputs["fromPort"], rule.inputs["toPort"]) == ("tcp", 443.0, 443.0)
+    provider = one(stack_plan.find("pulumi:providers:kubernetes"))
+    assert rule.urn in provider.dependencies
+
+
+def test_a_stack_without_runner_keys_has_no_runner():
+    plan = evaluate("dev", ciRunnerRepository="", ciRunnerConnectionArn="")
+    assert not plan.find(tokens.CODEBUILD_PROJECT)
+    assert not [r for r in plan.find(tokens.VPC_SECURITY_GROUP_INGRESS_RULE) if "api-from-client" in r.name]
+
+
+# --- the workflows: every stack's preview and up run on that stack's runner ------------------------------------
+
+
+def test_every_stack_is_previewed_and_deployed_on_its_own_in_vpc_runner():
+    jobs = workflows.stack_jobs(workflows.load(WORKFLOWS), "trainium-eks")
+    assert {(j.stack, j.command) for j in jobs} == {(s, c) for s in STACKS for c in ("preview", "up")}
+    assert workflows.unreachable(jobs, configs()) == []
+
+
+@pytest.mark.parametrize(
+    ("workflow", "old", "new", "expected"),
+    [
+        # prod's preview moved to a GitHub-hosted runner
+        (
+            "pull-request.yml",
+            'runner: "codebuild-trainium-eks-prod-deploy-',
+            'runner: "ubuntu-24.04", unused: "',
+            "pull-request.yml preview: `pulumi preview` of prod runs on ubuntu-24.04",
+        ),
+        # prod's up handed staging's runner: another VPC
+        (
+            "deploy.yml",
+            '      region: us-west-2\n      runner: "codebuild-trainium-eks-prod-',
+            '      region: us-west-2\n      runner: "codebuild-trainium-eks-staging-',
+            "deploy.yml prod -> pulumi-up.yml up: `pulumi up` of prod runs on codebuild-trainium-eks-staging-deploy",
+        ),
+        # the reusable workflow ignores the runner it is given
+        ("pulumi-up.yml", "runs-on: ${{ inputs.runner }}", "runs-on: ubuntu-24.04", "`pulumi up` of prod runs on ubuntu-24.04"),
+    ],
+    ids=["preview-on-github-hosted", "up-on-another-stacks-runner", "reusable-ignores-runner"],
+)
+def test_a_private_stack_deployed_from_outside_its_vpc_fails(tmp_path, workflow, old, new, expected):
+    directory = tmp_path / "workflows"
+    shutil.copytree(WORKFLOWS, directory)
+    text = (directory / workflow).read_text()
+    assert old in text
+    (directory / workflow).write_text(text.replace(old, new))
+    problems = workflows.unreachable(workflows.stack_jobs(workflows.load(directory), "trainium-eks"), configs())
+    assert any(expected in p and "outside the stack's VPC" in p for p in problems), problems
+
+
+def test_a_private_stack_without_a_runner_fails():
+    jobs = workflows.stack_jobs(workflows.load(WORKFLOWS), "trainium-eks")
+    problems = workflows.unreachable(jobs, configs(ciRunnerRepository="", ciRunnerConnectionArn=""))
+    assert len(problems) == 2  # prod's preview and up
+    assert all("of prod, whose API endpoint is private" in p and "set ciRunnerRepository" in p for p in problems)
+
+
+# --- the bootstrap: a new private stack's first, targeted step creates the network and the runner ---------------
+
+
+def matches(pattern: str, urn: str) -> bool:
+    """Pulumi's URN wildcards ("Targeted updates"): `**` across segments, `*` within one (never across ':')."""
+    regex = "".join(
+        ".*" if part == "**" else "[^:]*" if part == "*" else re.escape(part) for part in re.split(r"(\*\*|\*)", pattern)
+    )
+    return re.fullmatch(regex, urn) is not None
+
+
+def test_the_bootstrap_targets_create_the_runner_and_everything_it_needs_but_no_cluster():
+    plan = cached_plan("prod", True)
+    patterns = bootstrap_targets("prod", plan.project)
+    targeted = {r.urn for r in plan.resources if any(matches(p, r.urn) for p in patterns)}
+    resources = {r.urn: r for r in plan.resources}
+    assert {runner_of(plan).urn, one(plan.find(tokens.CODEBUILD_WEBHOOK)).urn, one(plan.find(tokens.EC2_VPC)).urn} <= targeted
+    assert all(tokens.EC2_NAT_GATEWAY not in urn or urn in targeted for urn in resources)  # the runner's way out
+    assert not [u for u in targeted if resources[u].type in (tokens.EKS_COMPONENT_CLUSTER, tokens.EKS_NODE_GROUP)]
+    assert not [u for u in targeted if resources[u].type.startswith("kubernetes:")]
+    # A new stack has no state to fill untargeted inputs from: every parent and dependency must be targeted too.
+    for urn in targeted:
+        resource = resources[urn]
+        needed = {resource.parent, *resource.dependencies, *(d for deps in resource.property_dependencies.values() for d in deps)}
+        missing = {u for u in needed if u and resources[u].type != tokens.PULUMI_STACK and u not in targeted}
+        assert not missing, (urn, missing)
+
+
+def test_the_readme_documents_the_bootstrap_commands():
+    readme = (REPO_ROOT / "README.md").read_text()
+    for pattern in bootstrap_targets("prod", "trainium-eks"):
+        assert f"--target '{pattern}'" in readme
