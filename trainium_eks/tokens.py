@@ -3,6 +3,9 @@
 A token is ``<package>:<module>:<Type>``; components of pulumi-eks use the ``eks:index`` module.
 """
 
+CLOUDWATCH_DASHBOARD = "aws:cloudwatch/dashboard:Dashboard"
+CLOUDWATCH_LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+CLOUDWATCH_METRIC_ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 EC2_EIP = "aws:ec2/eip:Eip"
 EC2_GET_INSTANCE_TYPE_OFFERINGS = "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"
 EC2_GET_SUBNET = "aws:ec2/getSubnet:getSubnet"

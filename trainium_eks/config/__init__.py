@@ -24,6 +24,7 @@ from trainium_eks.config.platform import (
     ClusterConfig,
     DevicePluginConfig,
     ExistingVpc,
+    MonitoringConfig,
     NetworkConfig,
     PlatformConfig,
     QueueConfig,
@@ -33,7 +34,7 @@ from trainium_eks.config.platform import (
     StorageConfig,
     TrainiumNodeGroupConfig,
 )
-from trainium_eks.config.stack import StackInput
+from trainium_eks.config.stack import RETIRED_KEYS, StackInput
 
 PROJECT_FILE = Path(__file__).resolve().parents[2] / "Pulumi.yaml"
 
@@ -43,6 +44,7 @@ __all__ = [
     "ConfigError",
     "DevicePluginConfig",
     "ExistingVpc",
+    "MonitoringConfig",
     "NetworkConfig",
     "PlatformConfig",
     "QueueConfig",
@@ -78,6 +80,9 @@ def parse(raw_config: Mapping[str, Any], *, stack: str, project_file: Path = PRO
             return "add at least one Trainium node group (see Pulumi.yaml)"
         return f"add {name} to {key_path(prefix, loc[:-1])}"
 
+    retired = sorted(RETIRED_KEYS.keys() & ours.keys())
+    if retired:
+        raise ConfigError(prefix + retired[0], *RETIRED_KEYS[retired[0]])
     try:
         stack_input = StackInput.model_validate(ours)
     except ValidationError as error:

@@ -30,6 +30,9 @@ PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]
 RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")
 VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+# SNS topic ARNs; a topic name is 1-256 ASCII letters, digits, hyphens and underscores, ".fifo" ending a FIFO
+# topic (SNS API Reference, CreateTopic: Name).
+SNS_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$")
 # The ranges RFC 1918 sets aside for private networks, which the Amazon VPC User Guide recommends for a VPC.
 PRIVATE_RANGES = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 # Addresses that never reach a public endpoint: private (RFC 1918), shared (RFC 6598), loopback, link-local
