@@ -1,21 +1,27 @@
 """Alarms for the stack's owner: CloudWatch alarms that notify the stack's SNS topic when something stops training.
 
-Four conditions, each from a metric AWS publishes (Container Insights through the CloudWatch Observability
+Five conditions, each from a metric AWS publishes (Container Insights through the CloudWatch Observability
 add-on, FSx natively), each notified when it starts and when it clears:
 
-- nodes not ready: ``cluster_failed_node_count``, which the agent that leads the cluster computes from the
-  Kubernetes API, so a node that died and stopped reporting still counts. Container Insights gives node metrics no
-  node-group dimension, so it counts system nodes as well as Trainium nodes.
+- nodes lost or failing: ``cluster_failed_node_count``, which the agent leading the cluster counts from the
+  Kubernetes API: nodes whose MemoryPressure, DiskPressure, PIDPressure or NetworkUnavailable condition is not
+  False. A node whose kubelet stops reporting (a dead instance) has those set to Unknown by Kubernetes' node
+  lifecycle controller, so it counts although it reports nothing itself.
+- nodes not ready: ``node_status_condition_ready``, which each node's agent reports for its node (1 while Ready);
+  the cluster-wide minimum drops when a running node turns NotReady.
 - Neuron hardware errors: ``node_neurondevice_hw_ecc_events_total``, the corrected and uncorrected ECC events
   of the devices' SRAM and HBM, which the agent turns into a count per interval.
 - FSx nearly full: ``FreeDataStorageCapacity`` (``AWS/FSx``; ``Sum`` is the bytes free in the file system).
 - etcd without a majority: ``service_number_of_running_pods`` of etcd's client Service, which only ready members
   back.
 
-Sources: CloudWatch User Guide, "Amazon EKS and Kubernetes Container Insights with enhanced observability
-metrics"; aws/amazon-cloudwatch-agent (the cluster metrics come from the leader's node client; the Neuron
-counters go through its cumulative-to-delta processor); FSx for Lustre User Guide, "Amazon FSx for Lustre metrics
-and dimensions".
+Container Insights gives node metrics no node-group dimension, so the two node alarms cover system nodes as well
+as Trainium nodes. Sources: CloudWatch User Guide, "Amazon EKS and Kubernetes Container Insights with enhanced
+observability metrics"; amazon-contributing/opentelemetry-collector-contrib internal/aws/k8s/k8sclient/node.go
+(failedNodeConditions) and receiver/awscontainerinsightreceiver/internal/k8sapiserver (the leader's cluster
+metrics); kubernetes/kubernetes pkg/controller/nodelifecycle (conditions set to Unknown); aws/amazon-cloudwatch-agent
+translator (the Neuron counters go through its cumulative-to-delta processor); FSx for Lustre User Guide, "Amazon
+FSx for Lustre metrics and dimensions".
 """
 
 from __future__ import annotations
@@ -69,9 +75,10 @@ def alarm_rules(args: AlarmsArgs) -> tuple[AlarmRule, ...]:
     majority = etcd_majority(args.etcd_members)
     return (
         AlarmRule(
-            "nodes-not-ready",
-            "A node of the cluster (Trainium or system) has had a failing condition, such as NotReady, for 5 "
-            "minutes: jobs on it stop, and Volcano cannot place a job that needs it. kubectl get nodes shows which.",
+            "nodes-failed",
+            "A node of the cluster (Trainium or system) has been lost (its kubelet stopped reporting) or has reported "
+            "memory, disk or PID pressure or an unavailable network for 5 minutes: jobs on it stop, and Volcano cannot "
+            "place a job that needs it. kubectl get nodes shows which.",
             CONTAINER_INSIGHTS,
             "cluster_failed_node_count",
             cluster,
@@ -83,6 +90,21 @@ def alarm_rules(args: AlarmsArgs) -> tuple[AlarmRule, ...]:
             5,
             # The leader agent reports this every minute; silence means the cluster is not being watched at all.
             "breaching",
+        ),
+        AlarmRule(
+            "nodes-not-ready",
+            "A running node of the cluster (Trainium or system) has reported NotReady for 5 minutes: the scheduler "
+            "places nothing on it and its jobs are evicted. kubectl get nodes shows which.",
+            CONTAINER_INSIGHTS,
+            "node_status_condition_ready",
+            cluster,
+            "Minimum",
+            "LessThanThreshold",
+            1,
+            60,
+            5,
+            # A node that stops reporting altogether is the nodes-failed alarm's case.
+            "notBreaching",
         ),
         AlarmRule(
             "neuron-ecc-errors",

@@ -32,7 +32,7 @@ def topic(stack: str) -> str:
 @pytest.mark.parametrize("stack", MONITORED)
 def test_every_alarm_notifies_the_stacks_topic_when_it_fires_and_when_it_clears(plans, stack):
     found = plans[stack].find(ALARM)
-    assert len(found) == 4
+    assert len(found) == 5
     for alarm in found:
         assert alarm.inputs["alarmActions"] == [topic(stack)]
         assert alarm.inputs["okActions"] == [topic(stack)]
@@ -51,15 +51,29 @@ def test_alarms_start_only_once_the_addon_publishes_their_metrics(plans, stack):
         assert addon.urn in alarm.dependencies, alarm.name
 
 
-def test_a_node_that_stays_failed_pages_and_silence_counts_as_failure(plans):
+def test_a_node_lost_or_failing_for_minutes_pages_and_silence_counts_as_failure(plans):
     plan = plans["staging"]
-    nodes = alarms_by_metric(plan)["cluster_failed_node_count"]
-    assert nodes.inputs["namespace"] == "ContainerInsights"
-    assert nodes.inputs["dimensions"] == {"ClusterName": plan.outputs["clusterName"]}
-    assert (nodes.inputs["comparisonOperator"], nodes.inputs["threshold"]) == ("GreaterThanOrEqualToThreshold", 1)
+    failed = alarms_by_metric(plan)["cluster_failed_node_count"]
+    assert failed.inputs["namespace"] == "ContainerInsights"
+    assert failed.inputs["dimensions"] == {"ClusterName": plan.outputs["clusterName"]}
+    assert (failed.inputs["comparisonOperator"], failed.inputs["threshold"]) == ("GreaterThanOrEqualToThreshold", 1)
     # a joining or rebooting node is not paged: it must stay failed for several minutes
-    assert nodes.inputs["period"] * nodes.inputs["evaluationPeriods"] >= 300
-    assert nodes.inputs["treatMissingData"] == "breaching"
+    assert failed.inputs["period"] * failed.inputs["evaluationPeriods"] >= 300
+    assert failed.inputs["treatMissingData"] == "breaching"
+
+
+def test_a_running_node_that_stays_not_ready_pages(plans):
+    plan = plans["staging"]
+    ready = alarms_by_metric(plan)["node_status_condition_ready"]
+    assert ready.inputs["dimensions"] == {"ClusterName": plan.outputs["clusterName"]}
+    # the cluster-wide minimum of the per-node 1 (Ready) / 0 drops below 1 when any reporting node is not Ready
+    assert (ready.inputs["statistic"], ready.inputs["comparisonOperator"], ready.inputs["threshold"]) == (
+        "Minimum",
+        "LessThanThreshold",
+        1,
+    )
+    assert ready.inputs["period"] * ready.inputs["evaluationPeriods"] >= 300
+    assert ready.inputs["treatMissingData"] == "notBreaching"  # a silent node is the failed-nodes alarm's case
 
 
 def test_any_neuron_ecc_event_pages(plans):
