@@ -10,7 +10,7 @@ from support import evaluate, one
 
 from components import monitoring
 from preflight.stackfile import REPO_ROOT
-from trainium_eks import versions
+from trainium_eks import catalog, versions
 
 ADDON = "aws:eks/addon:Addon"
 ROLE = "aws:iam/role:Role"
@@ -19,6 +19,18 @@ LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 DASHBOARD = "aws:cloudwatch/dashboard:Dashboard"
 MONITORED = ("staging", "prod")
 AGENT_ROLE_DESCRIPTION = f"{versions.CLOUDWATCH_OBSERVABILITY_ADDON} add-on"
+# The Trainium types the add-on runs neuron-monitor on: the node affinity of neuronMonitor in the
+# amazon-cloudwatch-observability chart's values.yaml (aws-observability/helm-charts, chart 6.4.0).
+ADDON_NEURON_MONITOR_TRAINIUM_TYPES = {
+    "trn1.2xlarge",
+    "trn1.32xlarge",
+    "trn1n.32xlarge",
+    "trn2.3xlarge",
+    "trn2.48xlarge",
+    "trn2a.48xlarge",
+    "trn2n.48xlarge",
+    "trn2u.48xlarge",
+}
 
 
 def cloudwatch_addon(plan):
@@ -165,3 +177,8 @@ def test_the_readme_says_where_each_charted_metric_is_watched(plans):
         assert widget["properties"]["title"].split(" (")[0] in section, widget["properties"]["title"]
         for _, metric, _, _ in series(widget):
             assert f"`{metric}`" in section, metric
+
+
+def test_the_addon_runs_neuron_monitor_on_every_trainium_type_the_platform_offers():
+    # a type outside the add-on's list would get no Neuron metrics: it would need a neuron-monitor of our own
+    assert set(catalog.TRAINIUM_TYPES) <= ADDON_NEURON_MONITOR_TRAINIUM_TYPES
