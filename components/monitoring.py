@@ -155,15 +155,14 @@ def dashboard_body(charts: Sequence[Chart], *, cluster_name: str, region: str) -
 @dataclass(frozen=True)
 class MonitoringArgs:
     config: MonitoringConfig
-    cluster_name: pulumi.Input[str]  # the EKS cluster's name as an output: the add-on waits for the cluster
-    plain_cluster_name: str  # the same name, known before the cluster exists: log groups and dimensions use it
+    cluster_name: str  # known before the cluster exists: log group names and metric dimensions use it
     kubernetes_version: str
     region: str
     oidc_provider_arn: pulumi.Input[str]
     oidc_issuer: pulumi.Input[str]
     job_namespace: str
     file_system_id: pulumi.Input[str]
-    system_nodes: pulumi.Resource  # the add-on turns ACTIVE once its operator runs, which needs them
+    system_nodes: pulumi.Resource  # the add-on turns ACTIVE once its operator runs there (and so after the cluster)
     tags: Mapping[str, str]
 
 
@@ -175,7 +174,7 @@ class Monitoring(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainium-eks:monitoring:Monitoring", name, None, opts)
-        cluster = args.plain_cluster_name
+        cluster = args.cluster_name
         log_groups = [
             aws.cloudwatch.LogGroup(
                 f"{name}-{kind}",
@@ -189,7 +188,7 @@ class Monitoring(pulumi.ComponentResource):
         self.addon = service_account_addon(
             f"{name}-cloudwatch",
             addon_name=versions.CLOUDWATCH_OBSERVABILITY_ADDON,
-            cluster_name=args.cluster_name,
+            cluster_name=cluster,
             kubernetes_version=args.kubernetes_version,
             oidc_provider_arn=args.oidc_provider_arn,
             oidc_issuer=args.oidc_issuer,

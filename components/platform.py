@@ -164,8 +164,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
             f"{name}-monitoring",
             MonitoringArgs(
                 config=config.monitoring,
-                cluster_name=cluster.name,
-                plain_cluster_name=config.cluster.name,
+                cluster_name=config.cluster.name,
                 kubernetes_version=config.cluster.kubernetes_version,
                 region=config.region,
                 oidc_provider_arn=cluster.oidc_provider_arn,
