@@ -8,7 +8,6 @@ resources so that tests and policies see every property of them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -17,7 +16,7 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
-from components.irsa import irsa_role
+from components.irsa import service_account_addon
 from components.launch_template import LaunchTemplateArgs, node_launch_template
 from trainium_eks import layout, versions
 from trainium_eks.config import ClusterConfig
@@ -232,39 +231,23 @@ class Cluster(pulumi.ComponentResource):
         service_account: str,
         policy_arn: str,
         configuration: dict | None = None,
-        depends_on: list | None = None,
+        depends_on: Sequence[pulumi.Resource] = (),
     ) -> aws.eks.Addon:
-        """An EKS add-on at EKS's default build for the cluster version, with a role for its service account."""
-        role = irsa_role(
+        """An EKS add-on of this cluster whose service account, in kube-system, has a role of its own."""
+        return service_account_addon(
             f"{name}-{short}",
-            description=f"{addon_name} add-on",
+            addon_name=addon_name,
+            cluster_name=control_plane.eks_cluster.name,
+            kubernetes_version=cfg.kubernetes_version,
             oidc_provider_arn=control_plane.oidc_provider_arn,
             oidc_issuer=control_plane.oidc_issuer,
             namespace="kube-system",
             service_account=service_account,
+            policy_arn=policy_arn,
             tags=tags,
             parent=self,
-        )
-        attachment = aws.iam.RolePolicyAttachment(
-            f"{name}-{short}", role=role.name, policy_arn=policy_arn, opts=pulumi.ResourceOptions(parent=self)
-        )
-        addon_version = aws.eks.get_addon_version_output(
-            addon_name=addon_name,
-            kubernetes_version=cfg.kubernetes_version,
-            most_recent=False,
-            opts=pulumi.InvokeOutputOptions(parent=self),
-        )
-        return aws.eks.Addon(
-            f"{name}-{short}",
-            cluster_name=control_plane.eks_cluster.name,
-            addon_name=addon_name,
-            addon_version=addon_version.version,
-            service_account_role_arn=role.arn,
-            configuration_values=json.dumps(configuration) if configuration else None,
-            resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="PRESERVE",
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*(depends_on or []), attachment]),
+            configuration=configuration,
+            depends_on=depends_on,
         )
 
     def _block_storage(

@@ -41,7 +41,7 @@ class DevicePlugins(pulumi.ComponentResource):
         cfg = args.config
         trainium_tolerations = [CRITICAL_ADDONS_TOLERATION, layout.neuron_toleration()]
         depends_on = [args.system_nodes]
-        if cfg.neuron_monitor:
+        if cfg.node_problem_detector:
             depends_on.append(
                 k8s.core.v1.Namespace(
                     f"{name}-neuron-health",
@@ -66,7 +66,7 @@ class DevicePlugins(pulumi.ComponentResource):
                 # Neuron node problem detector: reports Neuron hardware and runtime faults as node conditions
                 # and events (monitor only; node recovery stays off).
                 "npd": {
-                    "enabled": cfg.neuron_monitor,
+                    "enabled": cfg.node_problem_detector,
                     "nodeRecovery": {"enabled": False},
                     "nodeSelector": trainium_node_selector(),
                     "tolerations": trainium_tolerations,

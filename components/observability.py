@@ -4,6 +4,8 @@ No LoadBalancer and no Ingress: the tutorial's public load balancer with a basic
 a ClusterIP Service that engineers reach with their own Kubernetes credentials:
 
     kubectl -n <jobNamespace> port-forward svc/tensorboard 6006:6006   # then open http://localhost:6006
+
+Cluster, Neuron and EFA metrics are in ``components/monitoring.py``, the alarms in ``components/alarms.py``.
 """
 
 from __future__ import annotations

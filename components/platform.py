@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import pulumi
 
+from components.alarms import Alarms, AlarmsArgs
 from components.cluster import Cluster, ClusterArgs
 from components.deploy_runner import DeployRunner, DeployRunnerArgs
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
+from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.observability import Observability, ObservabilityArgs
 from components.registry import Registry, RegistryArgs
@@ -115,6 +117,8 @@ class TrainiumPlatform(pulumi.ComponentResource):
             opts=in_cluster,
         )
         registry = Registry(f"{name}-registry", RegistryArgs(config.registry, tags, protect), opts=child)
+        if config.monitoring.cloudwatch_observability:
+            self._monitor(name, config, cluster, storage, child)
         tensorboard_service = ""  # the contract keeps the key; empty means TensorBoard is off
         if config.tensorboard:
             observability = Observability(
@@ -160,3 +164,39 @@ class TrainiumPlatform(pulumi.ComponentResource):
             "tensorboardService": tensorboard_service,
         }
         self.register_outputs(self.contract)
+
+    def _monitor(
+        self, name: str, config: PlatformConfig, cluster: Cluster, storage: Storage, opts: pulumi.ResourceOptions
+    ) -> None:
+        """Container Insights and the dashboard; the alarms when the stack names a topic for them."""
+        monitoring = Monitoring(
+            f"{name}-monitoring",
+            MonitoringArgs(
+                config=config.monitoring,
+                cluster_name=config.cluster.name,
+                kubernetes_version=config.cluster.kubernetes_version,
+                region=config.region,
+                oidc_provider_arn=cluster.oidc_provider_arn,
+                oidc_issuer=cluster.oidc_issuer,
+                job_namespace=config.scheduling.job_namespace,
+                file_system_id=storage.file_system.id,
+                system_nodes=cluster.system_node_group,
+                tags=config.tags,
+            ),
+            opts=opts,
+        )
+        if config.monitoring.alarms:
+            Alarms(
+                f"{name}-alarms",
+                AlarmsArgs(
+                    topic_arn=config.monitoring.alarm_topic_arn,
+                    cluster_name=config.cluster.name,
+                    job_namespace=config.scheduling.job_namespace,
+                    etcd_members=config.scheduling.etcd_members,
+                    file_system_id=storage.file_system.id,
+                    fsx_capacity_gib=config.storage.capacity_gib,
+                    tags=config.tags,
+                    depends_on=[monitoring.addon],
+                ),
+                opts=opts,
+            )

@@ -101,6 +101,14 @@ BAD_INPUTS = [
     ({"etcdMembers": 4}, "trainium-eks:etcdMembers", "1, 3 or 5"),
     ({"etcdMembers": "three"}, "trainium-eks:etcdMembers", "expected an integer"),
     ({"tensorboard": "yes"}, "trainium-eks:tensorboard", "true or false"),
+    # Monitoring: a topic ARN by shape, alarms only with the add-on whose metrics they read, retention by the API's list.
+    ({"alarmTopicArn": "ml-platform-alerts"}, "trainium-eks:alarmTopicArn", "not an SNS topic ARN"),
+    ({"cloudWatchObservability": False}, "trainium-eks:alarmTopicArn", "turn cloudWatchObservability on"),
+    ({"cloudWatchObservability": "on"}, "trainium-eks:cloudWatchObservability", "true or false"),
+    ({"cloudWatchLogRetentionDays": 0}, "trainium-eks:cloudWatchLogRetentionDays", "not a CloudWatch Logs retention"),
+    ({"cloudWatchLogRetentionDays": 10}, "trainium-eks:cloudWatchLogRetentionDays", "14, 30"),
+    # A retired key says what replaced it.
+    ({"neuronMonitor": True}, "trainium-eks:neuronMonitor", "neuronProblemDetector"),
     ({"volcanoQueues": [{"name": "q", "neuronShare": "half"}]}, "volcanoQueues[0].neuronShare", "expected a number"),
     ({"volcanoQueues": [{"name": "q"}, {"name": "q"}]}, "volcanoQueues[1].name", "taken"),
     ({"volcanoQueues": [{"name": "q", "weigth": 2}]}, "volcanoQueues[0].weigth", "did you mean 'weight'"),

@@ -61,7 +61,7 @@ def test_charts_are_the_pinned_versions(stack_plan):
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_health_monitor_follows_the_config_and_the_scheduler_extension_stays_off(enabled):
-    plan = evaluate("staging", neuronMonitor=enabled)
+    plan = evaluate("staging", neuronProblemDetector=enabled)
     values = releases(plan)["neuron-device-plugin"].inputs["values"]
     assert values["scheduler"]["enabled"] is False  # Volcano schedules every job; the extension would serve none
     assert values["npd"]["enabled"] is enabled

@@ -57,6 +57,9 @@ CREATE_MINUTES: Mapping[str, tuple[float, str]] = {
     tokens.K8S_STATEFUL_SET: (1.5, "image pull, volume provisioning and readiness (estimate)"),
     tokens.K8S_DEPLOYMENT: (2.0, "pull of a ~1.5 GB image and readiness (estimate)"),
     tokens.K8S_PERSISTENT_VOLUME_CLAIM: (0.1, "binds at once to a static volume (estimate)"),
+    tokens.CLOUDWATCH_LOG_GROUP: (0.05, "an API call (estimate)"),
+    tokens.CLOUDWATCH_METRIC_ALARM: (0.05, "an API call (estimate)"),
+    tokens.CLOUDWATCH_DASHBOARD: (0.05, "an API call (estimate)"),
 }
 KUBERNETES_OBJECT = (0.05, "an API call (estimate)")
 NOTHING = (0.0, "no cloud work: components, providers and the stack register instantly")

@@ -3,7 +3,9 @@
 A token is ``<package>:<module>:<Type>``; components of pulumi-eks use the ``eks:index`` module.
 """
 
+CLOUDWATCH_DASHBOARD = "aws:cloudwatch/dashboard:Dashboard"
 CLOUDWATCH_LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+CLOUDWATCH_METRIC_ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 CODEBUILD_PROJECT = "aws:codebuild/project:Project"
 CODEBUILD_WEBHOOK = "aws:codebuild/webhook:Webhook"
 EC2_EIP = "aws:ec2/eip:Eip"

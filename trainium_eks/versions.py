@@ -75,6 +75,9 @@ TENSORBOARD_IMAGE = "tensorflow/tensorflow:2.15.0"
 # publishes for the cluster's Kubernetes version (resolved with eks:DescribeAddonVersions at deploy time).
 EBS_CSI_ADDON = "aws-ebs-csi-driver"
 VPC_CNI_ADDON = "vpc-cni"  # likewise at EKS's default build for the cluster version
+# Likewise. Container Insights collects Neuron metrics from add-on v1.5.0-eksbuild.1 on and EFA metrics from
+# v1.5.2-eksbuild.1 on (CloudWatch User Guide, "Container Insights with enhanced observability metrics").
+CLOUDWATCH_OBSERVABILITY_ADDON = "amazon-cloudwatch-observability"
 
 HELM_CHARTS = (NEURON_HELM_CHART, EFA_DEVICE_PLUGIN_CHART, VOLCANO_CHART, FSX_CSI_CHART)
 IMAGES = (ETCD_IMAGE, TENSORBOARD_IMAGE)

@@ -25,6 +25,7 @@ from trainium_eks.config.platform import (
     DeployRunnerConfig,
     DevicePluginConfig,
     ExistingVpc,
+    MonitoringConfig,
     NetworkConfig,
     PlatformConfig,
     QueueConfig,
@@ -34,7 +35,7 @@ from trainium_eks.config.platform import (
     StorageConfig,
     TrainiumNodeGroupConfig,
 )
-from trainium_eks.config.stack import StackInput
+from trainium_eks.config.stack import RETIRED_KEYS, StackInput
 
 PROJECT_FILE = Path(__file__).resolve().parents[2] / "Pulumi.yaml"
 
@@ -45,6 +46,7 @@ __all__ = [
     "DeployRunnerConfig",
     "DevicePluginConfig",
     "ExistingVpc",
+    "MonitoringConfig",
     "NetworkConfig",
     "PlatformConfig",
     "QueueConfig",
@@ -80,6 +82,9 @@ def parse(raw_config: Mapping[str, Any], *, stack: str, project_file: Path = PRO
         how = "add it to the stack file as a list" if spec.get("type") == "array" else f"run `pulumi config set {name} <value>`"
         return f"{how} ({spec.get('description', '')})"
 
+    retired = sorted(RETIRED_KEYS.keys() & ours.keys())
+    if retired:
+        raise ConfigError(prefix + retired[0], *RETIRED_KEYS[retired[0]])
     try:
         stack_input = StackInput.model_validate(ours)
     except ValidationError as error:

@@ -34,6 +34,9 @@ SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 GITHUB_REPOSITORY = re.compile(r"^[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}/[A-Za-z0-9._-]{1,100}$")
 # A connection ARN of either service name (CodeStar Connections was renamed CodeConnections; both ARNs are valid).
 CONNECTION_ARN = re.compile(r"^arn:aws[a-z-]*:(codeconnections|codestar-connections):[a-z0-9-]+:\d{12}:connection/[0-9a-f-]{36}$")
+# SNS topic ARNs; a topic name is 1-256 ASCII letters, digits, hyphens and underscores, ".fifo" ending a FIFO
+# topic (SNS API Reference, CreateTopic: Name).
+SNS_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$")
 # The ranges RFC 1918 sets aside for private networks, which the Amazon VPC User Guide recommends for a VPC.
 PRIVATE_RANGES = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 # Addresses that never reach a public endpoint: private (RFC 1918), shared (RFC 6598), loopback, link-local

@@ -104,7 +104,18 @@ class DeployRunnerConfig:
 
 @dataclass(frozen=True)
 class DevicePluginConfig:
-    neuron_monitor: bool
+    node_problem_detector: bool
+
+
+@dataclass(frozen=True)
+class MonitoringConfig:
+    cloudwatch_observability: bool  # the CloudWatch Observability add-on, its logs and the dashboard
+    log_retention_days: int
+    alarm_topic_arn: str  # empty: no alarms
+
+    @property
+    def alarms(self) -> bool:
+        return bool(self.alarm_topic_arn)
 
 
 @dataclass(frozen=True)
@@ -153,6 +164,7 @@ class PlatformConfig:
     cluster: ClusterConfig
     trainium_node_groups: tuple[TrainiumNodeGroupConfig, ...]
     device_plugins: DevicePluginConfig
+    monitoring: MonitoringConfig
     scheduling: SchedulingConfig
     storage: StorageConfig
     registry: RegistryConfig

@@ -73,7 +73,8 @@ def platform(stack_input: StackInput, *, project: str, stack: str, region: str, 
         network=network,
         cluster=_cluster(s, cluster_name, key),
         trainium_node_groups=_node_groups(s, cluster_name, region, key),
-        device_plugins=p.DevicePluginConfig(s.neuron_monitor),
+        device_plugins=p.DevicePluginConfig(s.neuron_problem_detector),
+        monitoring=_monitoring(s, key),
         scheduling=_scheduling(s, key),
         storage=_storage(s, key),
         registry=_registry(s, stack, key),
@@ -227,6 +228,17 @@ def _deploy_runner(s: StackInput, cluster_name: str, key: Key) -> p.DeployRunner
     if not s.ci_runner_repository:
         return None
     return p.DeployRunnerConfig(f"{cluster_name}{DEPLOY_RUNNER_SUFFIX}", s.ci_runner_repository, s.ci_runner_connection_arn)
+
+
+def _monitoring(s: StackInput, key: Key) -> p.MonitoringConfig:
+    check(
+        not s.alarm_topic_arn or s.cloudwatch_observability,
+        key("alarmTopicArn"),
+        "set while cloudWatchObservability is false",
+        "turn cloudWatchObservability on (the node, Neuron and etcd alarms read its Container Insights metrics) "
+        "or set alarmTopicArn to an empty string",
+    )
+    return p.MonitoringConfig(s.cloudwatch_observability, s.cloudwatch_log_retention_days, s.alarm_topic_arn)
 
 
 def _scheduling(s: StackInput, key: Key) -> p.SchedulingConfig:

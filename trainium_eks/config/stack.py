@@ -19,6 +19,16 @@ FSX_DEPLOYMENT_TYPES = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"
 # etcd needs a majority of its members: 3 survive the loss of one, 5 of two; an even count adds no tolerance.
 ETCD_MEMBER_COUNTS = (1, 3, 5)
 DEFAULT_ROOT_VOLUME_GIB = 500  # the tutorial's NodeVolumeSize: room for images and the local compile cache
+# CloudWatch Logs retention values (PutRetentionPolicy; listed in pulumi-aws's cloudwatch.LogGroup
+# retention_in_days). 0 ("never expire") is left out: the key exists so that logs stop costing after a while.
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+# Keys that no longer exist, with what replaced them: a stack file that still sets one gets this fix.
+RETIRED_KEYS = {
+    "neuronMonitor": (
+        "removed: it switched the Neuron node problem detector, not neuron-monitor",
+        "use neuronProblemDetector for the detector; neuron-monitor's metrics come with cloudWatchObservability",
+    ),
+}
 
 
 class Strict(BaseModel):
@@ -102,7 +112,24 @@ class StackInput(Strict):
     system_node_min_size: NodeCount = Field(alias="systemNodeMinSize")
     system_node_desired_size: NodeCount = Field(alias="systemNodeDesiredSize")
     system_node_max_size: NodeCount = Field(alias="systemNodeMaxSize")
-    neuron_monitor: f.Boolean = Field(alias="neuronMonitor")
+    neuron_problem_detector: f.Boolean = Field(alias="neuronProblemDetector")
+    cloudwatch_observability: f.Boolean = Field(alias="cloudWatchObservability")
+    cloudwatch_log_retention_days: Annotated[
+        f.Integer,
+        f.rule(
+            lambda v: v in LOG_RETENTION_DAYS,
+            "{value} is not a CloudWatch Logs retention period",
+            "use one of " + ", ".join(map(str, LOG_RETENTION_DAYS)),
+        ),
+    ] = Field(alias="cloudWatchLogRetentionDays")
+    alarm_topic_arn: Annotated[
+        StrictStr,
+        f.rule(
+            lambda v: v == "" or bool(f.SNS_TOPIC_ARN.match(v)),
+            "'{value}' is not an SNS topic ARN",
+            "use arn:aws:sns:<region>:<account>:<topic>, or an empty string for no alarms",
+        ),
+    ] = Field(alias="alarmTopicArn")
     fsx_deployment_type: f.one_of(FSX_DEPLOYMENT_TYPES) = Field(alias="fsxDeploymentType")
     fsx_storage_capacity_gib: f.Integer = Field(alias="fsxStorageCapacityGiB")  # its steps depend on the type
     fsx_throughput_per_tib: f.Integer = Field(alias="fsxThroughputPerTiB")
