@@ -33,6 +33,11 @@ ADDON_NEURON_MONITOR_TRAINIUM_TYPES = {
 }
 
 
+def container_insights_log_groups(plan) -> list:
+    """The log groups the add-on writes (the deploy runner keeps a log group of its own)."""
+    return [g for g in plan.find(LOG_GROUP) if g.inputs["name"].startswith("/aws/containerinsights/")]
+
+
 def cloudwatch_addon(plan):
     return one([a for a in plan.find(ADDON) if a.inputs["addonName"] == versions.CLOUDWATCH_OBSERVABILITY_ADDON])
 
@@ -89,13 +94,13 @@ def test_the_addon_waits_for_the_system_nodes_and_for_its_log_groups(plans):
     addon = cloudwatch_addon(plan)
     system = one([n for n in plan.find("aws:eks/nodeGroup:NodeGroup") if n.inputs["nodeGroupName"].endswith("-system")])
     assert system.urn in addon.dependencies
-    assert {g.urn for g in plan.find(LOG_GROUP)} <= set(addon.dependencies)
+    assert {g.urn for g in container_insights_log_groups(plan)} <= set(addon.dependencies)
 
 
 @pytest.mark.parametrize("stack", MONITORED)
 def test_every_log_group_the_addon_writes_exists_first_and_expires(plans, stack):
     plan = plans[stack]
-    groups = {g.inputs["name"]: g.inputs["retentionInDays"] for g in plan.find(LOG_GROUP)}
+    groups = {g.inputs["name"]: g.inputs["retentionInDays"] for g in container_insights_log_groups(plan)}
     cluster = plan.outputs["clusterName"]
     assert set(groups) == {f"/aws/containerinsights/{cluster}/{kind}" for kind in monitoring.LOG_GROUPS}
     retention = {"staging": 30, "prod": 90}[stack]  # the default, and prod's own setting
@@ -104,13 +109,14 @@ def test_every_log_group_the_addon_writes_exists_first_and_expires(plans, stack)
 
 def test_log_retention_follows_the_config():
     plan = evaluate("staging", cloudWatchLogRetentionDays=7)
-    assert {g.inputs["retentionInDays"] for g in plan.find(LOG_GROUP)} == {7}
+    assert {g.inputs["retentionInDays"] for g in container_insights_log_groups(plan)} == {7}
 
 
 def test_dev_leaves_container_insights_out_and_says_so(plans):
     plan = plans["dev"]
     assert not [a for a in plan.find(ADDON) if a.inputs["addonName"] == versions.CLOUDWATCH_OBSERVABILITY_ADDON]
-    for kind in (LOG_GROUP, DASHBOARD, "aws:cloudwatch/metricAlarm:MetricAlarm"):
+    assert not container_insights_log_groups(plan)
+    for kind in (DASHBOARD, "aws:cloudwatch/metricAlarm:MetricAlarm"):
         assert not plan.find(kind), kind
     assert not [r for r in plan.find(ROLE) if r.inputs.get("description") == AGENT_ROLE_DESCRIPTION]
     assert "No CloudWatch Observability add-on" in (REPO_ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
