@@ -1,5 +1,6 @@
 """Cluster: the EKS control plane, its secrets key, the node IAM role, the system node group, a Kubernetes
-provider, and encrypted gp3 block storage (EBS CSI add-on and StorageClass) for stateful add-ons such as etcd.
+provider, encrypted gp3 block storage (EBS CSI add-on and StorageClass) for stateful add-ons such as etcd, and the
+EKS node monitoring agent add-on that node auto repair relies on.
 
 The control plane comes from pulumi-eks (API authentication mode with access entries, OIDC for IRSA, every
 control-plane log type, KMS envelope encryption of Secrets). Node groups are plain ``aws.eks.NodeGroup``
@@ -53,6 +54,7 @@ class ClusterArgs:
     node_routing: Sequence[pulumi.Resource]  # nodes join the cluster through NAT: create it before them
     tags: Mapping[str, str]
     protect: bool
+    node_monitoring_agent: bool  # the eks-node-monitoring-agent add-on
 
 
 class Cluster(pulumi.ComponentResource):
@@ -190,6 +192,19 @@ class Cluster(pulumi.ComponentResource):
         )
 
         self.block_storage_class = self._block_storage(name, cfg, control_plane, tags, args.protect)
+        if args.node_monitoring_agent:
+            # Node conditions for Neuron, kernel, networking, storage and runtime faults, which node auto repair acts on.
+            # No service-account role: the add-on "doesn't require additional permissions" (EKS user guide, available
+            # add-ons); its chart tolerates every taint, so it runs on Trainium nodes too. ACTIVE once its DaemonSet runs.
+            self._addon(
+                name,
+                "node-monitoring",
+                versions.NODE_MONITORING_AGENT_ADDON,
+                cfg,
+                control_plane,
+                tags,
+                depends_on=[self.system_node_group],
+            )
 
         self.name = control_plane.eks_cluster.name
         self.endpoint = control_plane.eks_cluster.endpoint
@@ -210,25 +225,30 @@ class Cluster(pulumi.ComponentResource):
         control_plane: eks.Cluster,
         tags: dict,
         *,
-        service_account: str,
-        policy_arn: str,
+        service_account: str | None = None,
+        policy_arn: str | None = None,
         configuration: dict | None = None,
         depends_on: list | None = None,
     ) -> aws.eks.Addon:
-        """An EKS add-on at EKS's default build for the cluster version, with a role for its service account."""
-        role = irsa_role(
-            f"{name}-{short}",
-            description=f"{addon_name} add-on",
-            oidc_provider_arn=control_plane.oidc_provider_arn,
-            oidc_issuer=control_plane.oidc_issuer,
-            namespace="kube-system",
-            service_account=service_account,
-            tags=tags,
-            parent=self,
-        )
-        attachment = aws.iam.RolePolicyAttachment(
-            f"{name}-{short}", role=role.name, policy_arn=policy_arn, opts=pulumi.ResourceOptions(parent=self)
-        )
+        """An EKS add-on at EKS's default build for the cluster version, with a role for its service account when
+        it calls AWS (``service_account`` and ``policy_arn``)."""
+        role, waits_for = None, list(depends_on or [])
+        if service_account is not None and policy_arn is not None:
+            role = irsa_role(
+                f"{name}-{short}",
+                description=f"{addon_name} add-on",
+                oidc_provider_arn=control_plane.oidc_provider_arn,
+                oidc_issuer=control_plane.oidc_issuer,
+                namespace="kube-system",
+                service_account=service_account,
+                tags=tags,
+                parent=self,
+            )
+            waits_for.append(
+                aws.iam.RolePolicyAttachment(
+                    f"{name}-{short}", role=role.name, policy_arn=policy_arn, opts=pulumi.ResourceOptions(parent=self)
+                )
+            )
         addon_version = aws.eks.get_addon_version_output(
             addon_name=addon_name,
             kubernetes_version=cfg.kubernetes_version,
@@ -240,12 +260,12 @@ class Cluster(pulumi.ComponentResource):
             cluster_name=control_plane.eks_cluster.name,
             addon_name=addon_name,
             addon_version=addon_version.version,
-            service_account_role_arn=role.arn,
+            service_account_role_arn=role.arn if role else None,
             configuration_values=json.dumps(configuration) if configuration else None,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="PRESERVE",
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*(depends_on or []), attachment]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=waits_for),
         )
 
     def _block_storage(

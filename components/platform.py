@@ -52,6 +52,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 node_routing=network.private_routing,
                 tags=tags,
                 protect=protect,
+                node_monitoring_agent=config.node_health.monitoring_agent,
             ),
             opts=child,
         )
@@ -67,6 +68,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
                     vpc_id=network.vpc_id,
                     subnet_id=network.trainium_subnet_id,
                     tags=tags,
+                    repair=config.node_health.repair,
                     depends_on=[*cluster.node_role_dependencies, *network.private_routing],
                 ),
                 opts=child,
@@ -75,7 +77,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
         ]
         DevicePlugins(
             f"{name}-device-plugins",
-            DevicePluginsArgs(config.device_plugins, cluster.system_node_group),
+            DevicePluginsArgs(cluster.system_node_group),
             opts=in_cluster,
         )
         scheduling = Scheduling(

@@ -104,6 +104,12 @@ BAD_INPUTS = [
     ({"volcanoQueues": [{"name": "q", "neuronShare": "half"}]}, "volcanoQueues[0].neuronShare", "expected a number"),
     ({"volcanoQueues": [{"name": "q"}, {"name": "q"}]}, "volcanoQueues[1].name", "taken"),
     ({"volcanoQueues": [{"name": "q", "weigth": 2}]}, "volcanoQueues[0].weigth", "did you mean 'weight'"),
+    # Node health: repair needs the agent's conditions, and counts the EKS API accepts in an order that can act.
+    ({"nodeMonitoringAgent": False}, "trainium-eks:nodeRepair", "set nodeMonitoringAgent: true, or nodeRepair: false"),
+    ({"nodeRepair": "sometimes"}, "trainium-eks:nodeRepair", "true or false"),
+    ({"nodeRepairMaxParallel": 2}, "trainium-eks:nodeRepairMaxParallel", "at most nodeRepairMaxUnhealthy"),
+    ({"nodeRepairMaxUnhealthy": 0}, "trainium-eks:nodeRepairMaxUnhealthy", "1 or more"),
+    ({"nodeRepairMaxParallel": "one"}, "trainium-eks:nodeRepairMaxParallel", "expected an integer"),
 ]
 
 
@@ -148,6 +154,13 @@ def test_defaults_come_from_pulumi_yaml_once_applied_as_the_cli_does(tmp_path):
     # The model applies none itself: a map without a declared key is missing that key.
     with pytest.raises(ConfigError, match="etcdStorageGiB: missing"):
         parse(settings("staging", etcdStorageGiB=None).config, stack="staging")
+
+
+def test_node_repair_follows_the_stack_and_can_be_turned_off():
+    prod = parse(settings("prod").config, stack="prod").node_health
+    assert prod.monitoring_agent and prod.repair is not None and prod.repair.max_unhealthy == 2
+    off = parse(settings("staging", nodeRepair=False, nodeMonitoringAgent=False).config, stack="staging").node_health
+    assert (off.monitoring_agent, off.repair) == (False, None)
 
 
 def test_efa_defaults_to_what_the_instance_type_supports():

@@ -59,11 +59,11 @@ def test_charts_are_the_pinned_versions(stack_plan):
     assert found == pinned
 
 
-@pytest.mark.parametrize("enabled", [True, False])
-def test_health_monitor_follows_the_config_and_the_scheduler_extension_stays_off(enabled):
-    plan = evaluate("staging", neuronMonitor=enabled)
+@pytest.mark.parametrize("neuron_monitor", [True, False])
+def test_the_charts_problem_detector_and_scheduler_extension_stay_off(neuron_monitor):
+    plan = evaluate("staging", neuronMonitor=neuron_monitor)
     values = releases(plan)["neuron-device-plugin"].inputs["values"]
     assert values["scheduler"]["enabled"] is False  # Volcano schedules every job; the extension would serve none
-    assert values["npd"]["enabled"] is enabled
-    namespaces = {r.inputs["metadata"]["name"] for r in plan.find("kubernetes:core/v1:Namespace")}
-    assert ("neuron-healthcheck-system" in namespaces) is enabled
+    # The node monitoring agent reports Neuron faults and node auto repair acts on them; no second repairer.
+    assert values["npd"] == {"enabled": False}
+    assert "neuron-healthcheck-system" not in {r.inputs["metadata"]["name"] for r in plan.find("kubernetes:core/v1:Namespace")}

@@ -9,9 +9,10 @@ import json
 
 import pytest
 
-from policies.rules import cost, security, topology
+from policies.rules import cost, repair, security, topology
 from policies.rules.network import internet_covered, parse_cidrs
 from policies.rules.trainium import LAUNCH_TEMPLATE, NODE_GROUP, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
+from trainium_eks import tokens
 from trainium_eks.graph import UNKNOWN, Graph, Node
 
 EKS, SG_RULE, VPC_RULE = security.EKS_COMPONENT, security.SECURITY_GROUP_RULE, security.VPC_INGRESS_RULE
@@ -373,3 +374,18 @@ def test_default_tags_fill_only_what_is_missing():
     target = node(SECURITY_GROUP, {"tags": {"owner": "me"}})
     config = {"defaultTags": {"owner": "them", "environment": "dev"}}
     assert cost.add_default_tags(target, config) == {"tags": {"owner": "me", "environment": "dev"}}
+
+
+def test_node_auto_repair_where_required_and_the_agent_it_needs():
+    stack = trainium_stack()
+    graph, group, required = Graph(stack.values()), stack["group"], {"requireNodeRepair": True}
+    expect(repair.trainium_node_auto_repair(graph, required), "has no node auto repair")
+    expect(repair.trainium_node_auto_repair(graph, {}))  # not required, and nothing repairs without an agent
+    group.props["nodeRepairConfig"] = {"enabled": UNKNOWN}
+    expect(repair.trainium_node_auto_repair(graph, required))  # a preview that does not know yet
+    group.props["nodeRepairConfig"] = {"enabled": True, "maxParallelNodesRepairedCount": 1.0}
+    expect(repair.trainium_node_auto_repair(graph, required), "no eks-node-monitoring-agent add-on")
+    cni = node(tokens.EKS_ADDON, {"addonName": "vpc-cni"}, "cni")
+    expect(repair.trainium_node_auto_repair(Graph([*stack.values(), cni]), {}), "sees only the kubelet's Ready")
+    agent = node(tokens.EKS_ADDON, {"addonName": "eks-node-monitoring-agent"}, "agent")
+    expect(repair.trainium_node_auto_repair(Graph([*stack.values(), cni, agent]), required))

@@ -57,6 +57,8 @@ TENSORBOARD_IMAGE = "tensorflow/tensorflow:2.15.0"
 # publishes for the cluster's Kubernetes version (resolved with eks:DescribeAddonVersions at deploy time).
 EBS_CSI_ADDON = "aws-ebs-csi-driver"
 VPC_CNI_ADDON = "vpc-cni"  # likewise at EKS's default build for the cluster version
+# The EKS node monitoring agent (awsdocs/amazon-eks-user-guide node-health.adoc; aws/eks-node-monitoring-agent), likewise.
+NODE_MONITORING_AGENT_ADDON = "eks-node-monitoring-agent"
 
 HELM_CHARTS = (NEURON_HELM_CHART, EFA_DEVICE_PLUGIN_CHART, VOLCANO_CHART, FSX_CSI_CHART)
 IMAGES = (ETCD_IMAGE, TENSORBOARD_IMAGE)

@@ -83,6 +83,20 @@ class DevicePluginConfig:
 
 
 @dataclass(frozen=True)
+class NodeRepair:
+    """EKS node auto repair of a managed node group: how many nodes at once, and when to stop."""
+
+    max_parallel: int  # nodes repaired at the same time
+    max_unhealthy: int  # unhealthy nodes above which repair stops
+
+
+@dataclass(frozen=True)
+class NodeHealthConfig:
+    monitoring_agent: bool  # the eks-node-monitoring-agent add-on
+    repair: NodeRepair | None  # on every Trainium node group; None: off
+
+
+@dataclass(frozen=True)
 class QueueConfig:
     name: str
     weight: int
@@ -128,6 +142,7 @@ class PlatformConfig:
     cluster: ClusterConfig
     trainium_node_groups: tuple[TrainiumNodeGroupConfig, ...]
     device_plugins: DevicePluginConfig
+    node_health: NodeHealthConfig
     scheduling: SchedulingConfig
     storage: StorageConfig
     registry: RegistryConfig

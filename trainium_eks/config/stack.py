@@ -27,6 +27,9 @@ class Strict(BaseModel):
 
 # Node counts have no upper bound here: EKS's limits on them are service quotas, which an account can raise.
 NodeCount = f.Integer  # the order of min, desired and max is a rule across fields
+# EKS NodeRepairConfig counts (maxParallelNodesRepairedCount, maxUnhealthyNodeThresholdCount): a minimum of 1 and no
+# maximum (EKS API reference, NodeRepairConfig).
+RepairCount = Annotated[f.Integer, f.rule(lambda v: v >= 1, "{value} is below 1", "use a count of 1 or more")]
 
 
 class CapacityReservationInput(Strict):
@@ -95,6 +98,10 @@ class StackInput(Strict):
     system_node_desired_size: NodeCount = Field(alias="systemNodeDesiredSize")
     system_node_max_size: NodeCount = Field(alias="systemNodeMaxSize")
     neuron_monitor: f.Boolean = Field(alias="neuronMonitor")
+    node_monitoring_agent: f.Boolean = Field(alias="nodeMonitoringAgent")
+    node_repair: f.Boolean = Field(alias="nodeRepair")
+    node_repair_max_parallel: RepairCount = Field(alias="nodeRepairMaxParallel")
+    node_repair_max_unhealthy: RepairCount = Field(alias="nodeRepairMaxUnhealthy")
     fsx_deployment_type: f.one_of(FSX_DEPLOYMENT_TYPES) = Field(alias="fsxDeploymentType")
     fsx_storage_capacity_gib: f.Integer = Field(alias="fsxStorageCapacityGiB")  # its steps depend on the type
     fsx_throughput_per_tib: f.Integer = Field(alias="fsxThroughputPerTiB")
