@@ -28,3 +28,15 @@ def test_multi_node_types_support_efa_and_the_single_device_type_does_not():
 def test_unknown_region_price_errs_on_the_expensive_side():
     spec = catalog.INSTANCE_TYPES["trn2.48xlarge"]
     assert spec.price("ap-southeast-4") == max(spec.on_demand_usd_per_hour.values())
+
+
+@pytest.mark.parametrize("name", [n for n in catalog.TRAINIUM_TYPES if catalog.INSTANCE_TYPES[n].supports_efa])
+def test_every_efa_type_has_a_bandwidth_floor_that_one_interface_cannot_reach(name):
+    spec = catalog.INSTANCE_TYPES[name]
+    floor = catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION[name]
+    assert 0 < floor < 1 and spec.network_bandwidth_gbps > 0
+    # Two nodes' all-reduce: bus bandwidth is at most 2(r-1)/r times what the network carries per node. A node left
+    # with one working EFA interface (line rate / interfaces) must fall below the floor.
+    ranks = 2 * spec.neuron_cores
+    one_interface = 2 * (ranks - 1) / ranks / spec.max_efa_interfaces
+    assert one_interface < floor, f"{name}: a single interface could reach {one_interface:.1%} >= the floor"
