@@ -34,7 +34,7 @@ from jobs.launch import (
 )
 from trainium_eks import catalog, layout
 from trainium_eks.cli import OneLineParser
-from trainium_eks.contract import PlatformContract
+from trainium_eks.contract import NodeGroup, PlatformContract
 from trainium_eks.pod_security import restricted_container_security_context, restricted_pod_security_context
 
 LABEL = "trainium-eks/acceptance"
@@ -154,13 +154,15 @@ DATA_COLLECTOR_PORT = 60006  # nccom-test's default
 # Message sizes from 64 MiB to 2 GiB, doubling: large enough to reach the fabric's plateau (the check takes the peak).
 NCCOM_SIZES = ("-b", "64MB", "-e", "2GB", "-f", "2", "-n", "20", "-w", "5", "-d", "fp32")
 LAUNCHER_SHARE = {"cpu": 2, "mem_mb": 4096}  # nccom-test itself, mpirun and ssh; the nodes do the work
-# The nodes' pods run sshd, which starts as root and keeps the container runtime's default capabilities to separate
-# privileges (chroot, change user) and bind port 22: the job namespace's "baseline" level admits exactly that.
+# The nodes' pods run sshd, which starts as root and separates privileges (a chroot, a change of user), so they keep
+# the container runtime's default capabilities, which the job namespace's "baseline" level admits.
 SSHD = "ssh-keygen -A && mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e"  # host keys if the image has none
 
 
-def _launcher_script(group, floor: float) -> str:
-    ranks = BANDWIDTH_NODES * group.neuron_cores_per_node
+def _launcher_script(group: NodeGroup, floor: float) -> str:
+    ranks = BANDWIDTH_NODES * group.neuron_cores_per_node  # every NeuronCore of both nodes is a rank
+    line_rate_gbps = catalog.INSTANCE_TYPES[group.instance_type].network_bandwidth_gbps
+    # Volcano's svc plugin names each task's hosts in VC_<TASK>_HOSTS (TorchX's Kubernetes scheduler relies on the same).
     hosts = " ".join(f"$VC_{NODE.upper()}_{index}_HOSTS" for index in range(BANDWIDTH_NODES))
     nccom = [
         "nccom-test", "-r", str(ranks), "-N", str(BANDWIDTH_NODES), *NCCOM_SIZES, "--non-interactive", "allr",
@@ -176,13 +178,9 @@ def _launcher_script(group, floor: float) -> str:
             f'export NEURON_RT_ROOT_COMM_ID="${{addresses[0]}}:{ROOT_COMM_PORT}"',
             " ".join(nccom) + " | tee /tmp/nccom-test.txt",
             "python -m training.bus_bandwidth_check /tmp/nccom-test.txt"
-            f" --line-rate-gbps {group_line_rate(group):g} --min-fraction {floor:g}",
+            f" --line-rate-gbps {line_rate_gbps:g} --min-fraction {floor:g}",
         ]
     )
-
-
-def group_line_rate(group) -> float:
-    return catalog.INSTANCE_TYPES[group.instance_type].network_bandwidth_gbps
 
 
 def efa_bandwidth(contract: PlatformContract) -> dict:
@@ -230,7 +228,7 @@ def efa_bandwidth(contract: PlatformContract) -> dict:
         if task["name"].startswith(LAUNCHER):
             task["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]  # the nodes' sshd never ends
             spec["containers"][0]["env"].append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
-            hardened(spec, SHARED_VOLUME_OWNER)  # root, to read the key Volcano mounts at /root/.ssh
+            hardened(spec, uid=0)  # as root, to read the key Volcano mounts at /root/.ssh
         else:
             spec["securityContext"] = {"runAsUser": 0, "runAsNonRoot": False, "seccompProfile": {"type": "RuntimeDefault"}}
             for container in spec["containers"]:
