@@ -51,7 +51,7 @@ class DevicePlugins(pulumi.ComponentResource):
                 # and EKS node auto repair acts on them through the node group, within its own limits. The chart's
                 # detector would publish metrics and recover nodes only with a service-account role of its own
                 # (CloudWatch, and autoscaling:SetInstanceHealth on the node group's Auto Scaling group, which would
-                # replace nodes behind the node group's repair limits), so it adds a second repairer, not coverage.
+                # replace nodes outside the node group's repair limits), so it adds a second repairer, not coverage.
                 "npd": {"enabled": False},
             },
             parent=self,
