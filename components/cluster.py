@@ -1,5 +1,6 @@
 """Cluster: the EKS control plane, its secrets key, the node IAM role, the system node group, a Kubernetes
-provider, and encrypted gp3 block storage (EBS CSI add-on and StorageClass) for stateful add-ons such as etcd.
+provider, encrypted gp3 block storage (EBS CSI add-on and StorageClass) for stateful add-ons such as etcd, and the
+EKS node monitoring agent add-on that node auto repair relies on.
 
 The control plane comes from pulumi-eks (API authentication mode with access entries, OIDC for IRSA, every
 control-plane log type, KMS envelope encryption of Secrets). Node groups are plain ``aws.eks.NodeGroup``
@@ -16,7 +17,7 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
-from components.irsa import service_account_addon
+from components.addons import eks_addon, service_account_addon
 from components.launch_template import LaunchTemplateArgs, node_launch_template
 from trainium_eks import layout, versions
 from trainium_eks.config import ClusterConfig
@@ -52,6 +53,7 @@ class ClusterArgs:
     node_routing: Sequence[pulumi.Resource]  # nodes join the cluster through NAT: create it before them
     tags: Mapping[str, str]
     protect: bool
+    node_monitoring_agent: bool  # the eks-node-monitoring-agent add-on
     # Security groups inside the VPC whose members reach the API endpoint (the deploy runner's): the private
     # endpoint answers from the VPC only where the cluster security group admits 443 from the client.
     api_client_security_group_ids: Sequence[pulumi.Input[str]] = ()
@@ -208,6 +210,19 @@ class Cluster(pulumi.ComponentResource):
         )
 
         self.block_storage_class = self._block_storage(name, cfg, control_plane, tags, args.protect)
+        if args.node_monitoring_agent:
+            # Node conditions for Neuron, kernel, networking, storage and runtime faults, which node auto repair acts on.
+            # No service-account role: the add-on "doesn't require additional permissions" (EKS user guide, available
+            # add-ons); its chart tolerates every taint, so it runs on Trainium nodes too. ACTIVE once its DaemonSet runs.
+            self._addon(
+                name,
+                "node-monitoring",
+                versions.NODE_MONITORING_AGENT_ADDON,
+                cfg,
+                control_plane,
+                tags,
+                depends_on=[self.system_node_group],
+            )
 
         self.name = control_plane.eks_cluster.name
         self.endpoint = control_plane.eks_cluster.endpoint
@@ -228,26 +243,32 @@ class Cluster(pulumi.ComponentResource):
         control_plane: eks.Cluster,
         tags: dict,
         *,
-        service_account: str,
-        policy_arn: str,
+        service_account: str | None = None,
+        policy_arn: str | None = None,
         configuration: dict | None = None,
         depends_on: Sequence[pulumi.Resource] = (),
     ) -> aws.eks.Addon:
-        """An EKS add-on of this cluster whose service account, in kube-system, has a role of its own."""
+        """An EKS add-on of this cluster; its service account, in kube-system, gets a role of its own when it calls
+        AWS (``service_account`` and ``policy_arn``)."""
+        common = {
+            "addon_name": addon_name,
+            "cluster_name": control_plane.eks_cluster.name,
+            "kubernetes_version": cfg.kubernetes_version,
+            "tags": tags,
+            "parent": self,
+            "configuration": configuration,
+            "depends_on": depends_on,
+        }
+        if service_account is None or policy_arn is None:
+            return eks_addon(f"{name}-{short}", **common)
         return service_account_addon(
             f"{name}-{short}",
-            addon_name=addon_name,
-            cluster_name=control_plane.eks_cluster.name,
-            kubernetes_version=cfg.kubernetes_version,
             oidc_provider_arn=control_plane.oidc_provider_arn,
             oidc_issuer=control_plane.oidc_issuer,
             namespace="kube-system",
             service_account=service_account,
             policy_arn=policy_arn,
-            tags=tags,
-            parent=self,
-            configuration=configuration,
-            depends_on=depends_on,
+            **common,
         )
 
     def _block_storage(

@@ -15,17 +15,13 @@ import pulumi_kubernetes as k8s
 
 from components.kube import helm_release, trainium_node_selector
 from trainium_eks import layout, versions
-from trainium_eks.config import DevicePluginConfig
 
 PLUGIN_NAMESPACE = "kube-system"
-# The chart's node problem detector runs in this namespace, which chart 1.9.0 does not create.
-HEALTH_NAMESPACE = "neuron-healthcheck-system"
 CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
 
 
 @dataclass(frozen=True)
 class DevicePluginsArgs:
-    config: DevicePluginConfig
     system_nodes: pulumi.Resource  # the release waits for them, as every release does
     region: str  # the EKS-published EFA plugin image is pulled from this region's registry
 
@@ -38,17 +34,7 @@ class DevicePlugins(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: DevicePluginsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainium-eks:kubernetes:DevicePlugins", name, None, opts)
-        cfg = args.config
         trainium_tolerations = [CRITICAL_ADDONS_TOLERATION, layout.neuron_toleration()]
-        depends_on = [args.system_nodes]
-        if cfg.node_problem_detector:
-            depends_on.append(
-                k8s.core.v1.Namespace(
-                    f"{name}-neuron-health",
-                    metadata={"name": HEALTH_NAMESPACE},
-                    opts=pulumi.ResourceOptions(parent=self),
-                )
-            )
         self.neuron = helm_release(
             name,
             "neuron-device-plugin",
@@ -63,17 +49,15 @@ class DevicePlugins(pulumi.ComponentResource):
                 # Off: the chart's scheduler extension serves only pods scheduled by its own kube-scheduler, and
                 # every job here is scheduled by Volcano, so it would change nothing.
                 "scheduler": {"enabled": False},
-                # Neuron node problem detector: reports Neuron hardware and runtime faults as node conditions
-                # and events (monitor only; node recovery stays off).
-                "npd": {
-                    "enabled": cfg.node_problem_detector,
-                    "nodeRecovery": {"enabled": False},
-                    "nodeSelector": trainium_node_selector(),
-                    "tolerations": trainium_tolerations,
-                },
+                # Off: the EKS node monitoring agent reports the same Neuron hardware faults (AcceleratedHardwareReady)
+                # and EKS node auto repair acts on them through the node group, within its own limits. The chart's
+                # detector would publish metrics and recover nodes only with a service-account role of its own
+                # (CloudWatch, and autoscaling:SetInstanceHealth on the node group's Auto Scaling group, which would
+                # replace nodes outside the node group's repair limits), so it adds a second repairer, not coverage.
+                "npd": {"enabled": False},
             },
             parent=self,
-            depends_on=depends_on,
+            depends_on=[args.system_nodes],
         )
         self.efa = helm_release(
             name,

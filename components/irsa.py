@@ -1,10 +1,8 @@
-"""IAM roles for Kubernetes service accounts (IRSA): trust limited to one service account of one cluster, and the
-EKS add-ons that run on such a role."""
+"""IAM roles for Kubernetes service accounts (IRSA): trust limited to one service account of one cluster."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import pulumi
 import pulumi_aws as aws
@@ -47,54 +45,4 @@ def irsa_role(
         assume_role_policy=irsa_trust_policy(oidc_provider_arn, oidc_issuer, namespace, service_account),
         tags=dict(tags),
         opts=pulumi.ResourceOptions(parent=parent),
-    )
-
-
-def service_account_addon(
-    name: str,
-    *,
-    addon_name: str,
-    cluster_name: pulumi.Input[str],
-    kubernetes_version: str,
-    oidc_provider_arn: pulumi.Input[str],
-    oidc_issuer: pulumi.Input[str],
-    namespace: str,
-    service_account: str,
-    policy_arn: str,
-    tags: Mapping[str, str],
-    parent: pulumi.Resource,
-    configuration: dict | None = None,
-    depends_on: Sequence[pulumi.Resource] = (),
-) -> aws.eks.Addon:
-    """An EKS add-on at EKS's default build for the cluster version, on a role only its service account assumes."""
-    role = irsa_role(
-        name,
-        description=f"{addon_name} add-on",
-        oidc_provider_arn=oidc_provider_arn,
-        oidc_issuer=oidc_issuer,
-        namespace=namespace,
-        service_account=service_account,
-        tags=tags,
-        parent=parent,
-    )
-    attachment = aws.iam.RolePolicyAttachment(
-        name, role=role.name, policy_arn=policy_arn, opts=pulumi.ResourceOptions(parent=parent)
-    )
-    addon_version = aws.eks.get_addon_version_output(
-        addon_name=addon_name,
-        kubernetes_version=kubernetes_version,
-        most_recent=False,
-        opts=pulumi.InvokeOutputOptions(parent=parent),
-    )
-    return aws.eks.Addon(
-        name,
-        cluster_name=cluster_name,
-        addon_name=addon_name,
-        addon_version=addon_version.version,
-        service_account_role_arn=role.arn,
-        configuration_values=json.dumps(configuration) if configuration else None,
-        resolve_conflicts_on_create="OVERWRITE",
-        resolve_conflicts_on_update="PRESERVE",
-        tags=dict(tags),
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[*depends_on, attachment]),
     )

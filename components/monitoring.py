@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.irsa import service_account_addon
+from components.addons import service_account_addon
 from components.rendezvous import ETCD_NAME
 from trainium_eks import versions
 from trainium_eks.config import MonitoringConfig

@@ -62,6 +62,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 node_routing=network.private_routing,
                 tags=tags,
                 protect=protect,
+                node_monitoring_agent=config.node_health.monitoring_agent,
                 api_client_security_group_ids=[runner.security_group_id] if runner else [],
             ),
             opts=child,
@@ -78,6 +79,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
                     vpc_id=network.vpc_id,
                     subnet_id=network.trainium_subnet_id,
                     tags=tags,
+                    repair=config.node_health.repair,
                     depends_on=[*cluster.node_role_dependencies, *network.private_routing],
                 ),
                 opts=child,
@@ -86,7 +88,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
         ]
         DevicePlugins(
             f"{name}-device-plugins",
-            DevicePluginsArgs(config.device_plugins, cluster.system_node_group, config.region),
+            DevicePluginsArgs(cluster.system_node_group, config.region),
             opts=in_cluster,
         )
         scheduling = Scheduling(

@@ -17,7 +17,7 @@ import pulumi_aws as aws
 
 from components.launch_template import LaunchTemplateArgs, node_launch_template
 from trainium_eks import layout
-from trainium_eks.config import TrainiumNodeGroupConfig
+from trainium_eks.config import NodeRepair, TrainiumNodeGroupConfig
 
 NEURON_AMI_TYPE = "AL2023_x86_64_NEURON"  # EKS-optimised AL2023 with the Neuron and EFA drivers
 
@@ -31,7 +31,21 @@ class TrainiumNodeGroupArgs:
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
     tags: Mapping[str, str]
+    repair: NodeRepair | None  # EKS node auto repair; None: off
     depends_on: Sequence[pulumi.Resource] = ()
+
+
+def node_repair_config(repair: NodeRepair | None) -> dict:
+    """EKS node auto repair: a node whose health condition fails (AcceleratedHardwareReady for Neuron faults, from the
+    node monitoring agent) is cordoned, then rebooted or replaced; at most ``max_parallel`` at once, and none while
+    more than ``max_unhealthy`` nodes of the group are unhealthy (a fault that broad is not one node's)."""
+    if repair is None:
+        return {"enabled": False}
+    return {
+        "enabled": True,
+        "max_parallel_nodes_repaired_count": repair.max_parallel,
+        "max_unhealthy_node_threshold_count": repair.max_unhealthy,
+    }
 
 
 def node_labels(group: TrainiumNodeGroupConfig) -> dict[str, str]:
@@ -117,6 +131,7 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
                 "max_size": group.scaling.max_size,
             },
             update_config={"max_unavailable": 1},
+            node_repair_config=node_repair_config(args.repair),
             launch_template={"id": self.launch_template.id, "version": self.launch_template.latest_version.apply(str)},
             labels=node_labels(group),
             taints=[

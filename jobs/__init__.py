@@ -2,4 +2,4 @@
 
 # The training image tag that `make image` builds and the launcher uses by default (ECR tags are immutable:
 # bump it with every change to training/).
-TRAINING_IMAGE_TAG = "bert-pretrain-1.1.0"
+TRAINING_IMAGE_TAG = "bert-pretrain-1.2.0"

@@ -4,6 +4,7 @@ python -m jobs.acceptance CHECK [--stack STACK | --outputs FILE] [--dryrun] [--j
 
 neuron-devices    every Trainium node advertises all its Neuron devices (neuron-ls, one pod per node)
 efa-allreduce     an all-reduce across two nodes' workers over EFA (torchrun with etcd rendezvous)
+efa-bandwidth     the two-node all-reduce bus bandwidth (nccom-test) reaches the type's floor of its EFA line rate
 fsx-shared        two pods on two nodes write to the shared volume and read each other's file
 etcd-rendezvous   the rendezvous etcd answers torch's client (python-etcd, v2 API)
 """
@@ -15,20 +16,25 @@ import sys
 from pathlib import Path
 
 import yaml
+from torchx import specs
+from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
 from jobs import TRAINING_IMAGE_TAG
+from jobs.components import COLLECTIVES_ENVIRONMENT, EFA_ENVIRONMENT, whole_node_resource
 from jobs.launch import (
     LaunchError,
+    add_platform_scheduling,
     choose_node_group,
     read_outputs,
     report_bad_input,
     request_devices,
     submit,
     whole_node_job,
+    whole_node_share,
 )
-from trainium_eks import layout
+from trainium_eks import catalog, layout
 from trainium_eks.cli import OneLineParser
-from trainium_eks.contract import PlatformContract
+from trainium_eks.contract import NodeGroup, PlatformContract
 from trainium_eks.pod_security import restricted_container_security_context, restricted_pod_security_context
 
 LABEL = "trainium-eks/acceptance"
@@ -134,6 +140,102 @@ def efa_allreduce(contract: PlatformContract) -> dict:
     return job
 
 
+# efa-bandwidth. nccom-test runs a multi-node benchmark through MPI: given every host and NEURON_RT_ROOT_COMM_ID (the
+# first host's address and a free port), it starts neuron-bench on each host and gathers the latencies on the host
+# it runs on, which need not take part (NCCOM-TEST User Guide, "MPI Execution"; Neuron tools 2.16.1.0 release notes).
+# MPI reaches the hosts over SSH: Volcano's ssh plugin gives the job's pods one key pair (mounted at /root/.ssh) and
+# its svc plugin their host names (Volcano docs, "MPI on Volcano" and "Job plugins"); the training image's base has
+# Open MPI and an SSH server configured "for MPI in K8s" (aws-neuron/deep-learning-containers
+# pytorch/training/2.9.0/Dockerfile.neuronx). aws-k8s-tester's Neuron MPIJob runs nccom-test the same way.
+LAUNCHER, NODE = "launcher", "node"
+BANDWIDTH_NODES = 2
+ROOT_COMM_PORT = 63182  # any free port on the first host
+DATA_COLLECTOR_PORT = 60006  # nccom-test's default
+# Message sizes from 64 MiB to 2 GiB, doubling: large enough to reach the fabric's plateau (the check takes the peak).
+NCCOM_SIZES = ("-b", "64MB", "-e", "2GB", "-f", "2", "-n", "20", "-w", "5", "-d", "fp32")
+LAUNCHER_SHARE = {"cpu": 2, "mem_mb": 4096}  # nccom-test itself, mpirun and ssh; the nodes do the work
+# The nodes' pods run sshd, which starts as root and separates privileges (a chroot, a change of user), so they keep
+# the container runtime's default capabilities, which the job namespace's "baseline" level admits.
+SSHD = "ssh-keygen -A && mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e"  # host keys if the image has none
+
+
+def _launcher_script(group: NodeGroup, floor: float) -> str:
+    ranks = BANDWIDTH_NODES * group.neuron_cores_per_node  # every NeuronCore of both nodes is a rank
+    line_rate_gbps = catalog.INSTANCE_TYPES[group.instance_type].network_bandwidth_gbps
+    # Volcano's svc plugin names each task's hosts in VC_<TASK>_HOSTS (TorchX's Kubernetes scheduler relies on the same).
+    hosts = " ".join(f"$VC_{NODE.upper()}_{index}_HOSTS" for index in range(BANDWIDTH_NODES))
+    nccom = [
+        "nccom-test", "-r", str(ranks), "-N", str(BANDWIDTH_NODES), *NCCOM_SIZES, "--non-interactive", "allr",
+        "--hosts", '"${addresses[@]}"', "--data-collector-host", '"$POD_IP"', "--data-collector-port", str(DATA_COLLECTOR_PORT),
+    ]  # fmt: skip
+    return "\n".join(
+        [
+            "set -euo pipefail; cd /tmp; addresses=()",
+            f"for host in {hosts}; do",  # each node's address once its sshd answers (up to 10 minutes)
+            '  for _ in $(seq 120); do address=$(getent hosts "$host" | cut -d" " -f1 || true)',
+            '    [ -n "$address" ] && (exec 3<>"/dev/tcp/$address/22") 2>/dev/null && break; address=""; sleep 5; done',
+            '  [ -n "$address" ] || { echo "$host never answered on port 22"; exit 1; }; addresses+=("$address"); done',
+            f'export NEURON_RT_ROOT_COMM_ID="${{addresses[0]}}:{ROOT_COMM_PORT}"',
+            " ".join(nccom) + " | tee /tmp/nccom-test.txt",
+            "python -m training.bus_bandwidth_check /tmp/nccom-test.txt"
+            f" --line-rate-gbps {line_rate_gbps:g} --min-fraction {floor:g}",
+        ]
+    )
+
+
+def efa_bandwidth(contract: PlatformContract) -> dict:
+    """nccom-test's all-reduce across two whole nodes, judged against the instance type's floor of its line rate."""
+    group = choose_node_group(contract, None)
+    floor = catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION.get(group.instance_type)
+    if group.desired_size < BANDWIDTH_NODES or not group.efa_interfaces_per_node or floor is None:
+        raise LaunchError(
+            f"efa-bandwidth: node group {group.name} needs two or more EFA nodes of a type with a bandwidth floor in "
+            f"the catalog (it has {group.desired_size} x {group.instance_type})"
+        )
+    image = _image(contract)
+    efa_env = {**COLLECTIVES_ENVIRONMENT, **EFA_ENVIRONMENT}
+    node = whole_node_resource(
+        group.instance_type, group.neuron_devices_per_node, group.efa_interfaces_per_node, **whole_node_share(group)
+    )
+    app = specs.AppDef(
+        name="acceptance-efa-bandwidth",
+        roles=[
+            specs.Role(
+                name=LAUNCHER,
+                image=image,
+                entrypoint="bash",
+                args=["-c", _launcher_script(group, floor)],
+                resource=specs.Resource(cpu=LAUNCHER_SHARE["cpu"], gpu=0, memMB=LAUNCHER_SHARE["mem_mb"]),
+                env={**efa_env, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"},
+            ),
+            specs.Role(
+                name=NODE,
+                image=image,
+                entrypoint="bash",
+                args=["-c", SSHD],
+                num_replicas=BANDWIDTH_NODES,
+                resource=node,
+                env=efa_env,
+            ),
+        ],
+    )
+    job = add_platform_scheduling(
+        sanitize_for_serialization(app_to_resource(app, queue=contract.queues[0], service_account=None)), contract, group
+    )
+    job["spec"]["plugins"]["ssh"] = []
+    for task in job["spec"]["tasks"]:
+        spec = task["template"]["spec"]
+        if task["name"].startswith(LAUNCHER):
+            task["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]  # the nodes' sshd never ends
+            spec["containers"][0]["env"].append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+            hardened(spec, uid=0)  # as root, to read the key Volcano mounts at /root/.ssh
+        else:
+            spec["securityContext"] = {"runAsUser": 0, "runAsNonRoot": False, "seccompProfile": {"type": "RuntimeDefault"}}
+            for container in spec["containers"]:
+                container["securityContext"] = {"allowPrivilegeEscalation": False}
+    return job
+
+
 def fsx_shared(contract: PlatformContract) -> dict:
     group = choose_node_group(contract, None)
     directory = f"{contract.fsx_mount_path}/acceptance/fsx-shared"
@@ -169,6 +271,7 @@ def etcd_rendezvous(contract: PlatformContract) -> dict:
 CHECKS = {
     "neuron-devices": neuron_devices,
     "efa-allreduce": efa_allreduce,
+    "efa-bandwidth": efa_bandwidth,
     "fsx-shared": fsx_shared,
     "etcd-rendezvous": etcd_rendezvous,
 }

@@ -21,22 +21,38 @@ JOB_VERSION_ENV = "VOLCANO_JOB_VERSION"
 JOB_VERSION_ANNOTATION = "volcano.sh/job-version"
 
 
+# The Neuron collectives over EFA: their bootstrap interface (the pod's primary interface) and libfabric's EFA provider.
+COLLECTIVES_ENVIRONMENT = {"CCOM_SOCKET_IFNAME": "eth0"}
+EFA_ENVIRONMENT = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"}
+
+
 def training_environment(compile_cache: str, efa: bool, bf16: bool) -> dict[str, str]:
     env = {
         "NEURON_RT_RESET_CORES": "1",  # start from clean NeuronCores when a pod restarts
         "XLA_TRANSFER_SEED_ASYNC": "1",
         "NEURON_CC_FLAGS": f"--cache_dir={compile_cache}",  # compiled graphs on FSx, shared with the precompile job
-        "CCOM_SOCKET_IFNAME": "eth0",  # the Neuron collectives' bootstrap interface (the pod's primary interface)
+        **COLLECTIVES_ENVIRONMENT,
         # Workers start their own store on every attempt. The agents' shared store keeps the previous attempt's
         # keys, and a node whose workers restart alone reads its peers' stale addresses and cannot connect
         # (pytorch/pytorch#135712); the kill-and-resume test fails without this.
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     }
     if efa:
-        env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"})
+        env.update(EFA_ENVIRONMENT)
     if bf16:
         env["XLA_DOWNCAST_BF16"] = "1"
     return env
+
+
+def whole_node_resource(instance_type: str, neuron_devices: int, efa_interfaces: int, cpu: int, mem_mb: int) -> specs.Resource:
+    """A whole Trainium node: every Neuron device and EFA interface, and the node's share of CPU and memory."""
+    return specs.Resource(
+        cpu=cpu,
+        gpu=0,
+        memMB=mem_mb,
+        capabilities={"node.kubernetes.io/instance-type": instance_type},
+        devices={NEURON_DEVICE: neuron_devices, **({EFA_DEVICE: efa_interfaces} if efa_interfaces else {})},
+    )
 
 
 def trainium_ddp(
@@ -109,13 +125,7 @@ def trainium_ddp(
                 entrypoint=command[0],
                 args=command[1:],
                 num_replicas=nnodes,
-                resource=specs.Resource(
-                    cpu=cpu,
-                    gpu=0,
-                    memMB=mem_mb,
-                    capabilities={"node.kubernetes.io/instance-type": instance_type},
-                    devices={NEURON_DEVICE: neuron_devices, **({EFA_DEVICE: efa_interfaces} if efa_interfaces else {})},
-                ),
+                resource=whole_node_resource(instance_type, neuron_devices, efa_interfaces, cpu, mem_mb),
                 env=training_environment(compile_cache, efa_interfaces > 0, bf16),
                 mounts=[specs.VolumeMount(src=claim_name, dst_path=mount_path)],
             )

@@ -180,6 +180,14 @@ def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
     )
 
 
+def whole_node_share(group: NodeGroup) -> dict[str, int]:
+    """The vCPUs and MB of memory a pod that takes a whole node of ``group`` asks for (the rest runs the node)."""
+    return {
+        "cpu": max(1, group.vcpus_per_node - RESERVED_VCPUS),
+        "mem_mb": int(group.memory_gib_per_node * 1024 * MEMORY_FRACTION),
+    }
+
+
 def whole_node_job(
     contract: PlatformContract,
     group: NodeGroup,
@@ -205,8 +213,7 @@ def whole_node_job(
         instance_type=group.instance_type,
         neuron_devices=group.neuron_devices_per_node,
         efa_interfaces=group.efa_interfaces_per_node,
-        cpu=max(1, group.vcpus_per_node - RESERVED_VCPUS),
-        mem_mb=int(group.memory_gib_per_node * 1024 * MEMORY_FRACTION),
+        **whole_node_share(group),
         etcd_endpoint=contract.etcd_endpoint,
         claim_name=contract.fsx_claim_name,
         mount_path=contract.fsx_mount_path,

@@ -19,7 +19,7 @@ from pulumi_policy import (
 )
 
 from policies.adapters import resource_policy, stack_policy
-from policies.rules import cost, deploy_path, images, nodes, security, topology, workloads
+from policies.rules import cost, deploy_path, images, nodes, repair, security, topology, workloads
 from trainium_eks import tokens
 
 POLICIES_DIR = Path(__file__).resolve().parent
@@ -47,7 +47,8 @@ LOG_TYPES_SCHEMA = {"type": "array", "items": {"type": "string", "enum": securit
 TRAINIUM_TOPOLOGY = Pack(
     name="trainium-topology",
     description="What distributed training on Trainium needs: one AZ, EFA on every network card, cluster placement, "
-    "the Neuron AMI, device plugins, FSx next to the nodes, queues within capacity, etcd with the v2 API.",
+    "the Neuron AMI, device plugins, FSx next to the nodes, queues within capacity, etcd with the v2 API, "
+    "and failed nodes repaired.",
     enforcement_level=EnforcementLevel.MANDATORY,
     policies=(
         stack_policy(
@@ -129,6 +130,13 @@ TRAINIUM_TOPOLOGY = Pack(
             "Capacity reservations are in the Trainium AZ.",
             Severity.HIGH,
             topology.capacity_reservation_in_trainium_az,
+        ),
+        stack_policy(
+            "trainium-node-auto-repair",
+            "Trainium node groups repair failed nodes where required, with the node monitoring agent to see Neuron faults.",
+            Severity.HIGH,
+            repair.trainium_node_auto_repair,
+            config={"requireNodeRepair": {"type": "boolean", "default": False}},
         ),
     ),
 )

@@ -48,3 +48,15 @@ def test_efa_layout_has_one_efa_per_card_and_an_addressed_primary(name):
 
 def test_types_without_efa_have_no_layout():
     assert all(not t.efa_layout() for t in catalog.INSTANCE_TYPES.values() if not t.supports_efa)
+
+
+@pytest.mark.parametrize("name", [n for n in catalog.TRAINIUM_TYPES if catalog.INSTANCE_TYPES[n].supports_efa])
+def test_every_efa_type_has_a_bandwidth_floor_that_one_interface_cannot_reach(name):
+    spec = catalog.INSTANCE_TYPES[name]
+    floor = catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION[name]
+    assert 0 < floor < 1 and spec.network_bandwidth_gbps > 0
+    # Two nodes' all-reduce: bus bandwidth is at most 2(r-1)/r times what the network carries per node. A node left
+    # with one working EFA interface (line rate / interfaces) must fall below the floor.
+    ranks = 2 * spec.neuron_cores
+    one_interface = 2 * (ranks - 1) / ranks / spec.max_efa_interfaces
+    assert one_interface < floor, f"{name}: a single interface could reach {one_interface:.1%} >= the floor"

@@ -1,11 +1,15 @@
 """The cluster's nodes run with least privilege: the node role can join, pull images and be managed, and the
-VPC CNI's permissions live in the vpc-cni add-on's own service-account role, in place before any node joins."""
+VPC CNI's permissions live in the vpc-cni add-on's own service-account role, in place before any node joins.
+The node monitoring agent add-on reports node health where the stack asks for it."""
 
 from __future__ import annotations
 
 import json
 
-from support import one
+import pytest
+from support import evaluate, one
+
+from trainium_eks import versions
 
 NODE_POLICIES = {
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
@@ -42,3 +46,20 @@ def test_no_node_joins_before_the_vpc_cni_add_on_exists(stack_plan):
     cni = one([a for a in stack_plan.find("aws:eks/addon:Addon") if a.inputs["addonName"] == "vpc-cni"])
     for group in stack_plan.find("aws:eks/nodeGroup:NodeGroup"):
         assert cni.urn in group.dependencies, group.name
+
+
+ADDON = "aws:eks/addon:Addon"
+
+
+@pytest.mark.parametrize("stack", ["staging", "prod"])
+def test_the_node_monitoring_agent_runs_without_a_role_once_nodes_exist(stack):
+    plan = evaluate(stack)
+    agent = one([a for a in plan.find(ADDON) if a.inputs["addonName"] == versions.NODE_MONITORING_AGENT_ADDON])
+    assert "serviceAccountRoleArn" not in agent.inputs  # the add-on needs no AWS permissions
+    system = one([n for n in plan.find("aws:eks/nodeGroup:NodeGroup") if n.name.endswith("-system")])
+    assert system.urn in agent.dependencies  # its DaemonSet, and so the add-on, is ready only on nodes
+
+
+def test_the_node_monitoring_agent_can_be_left_out():
+    plan = evaluate("staging", nodeMonitoringAgent=False, nodeRepair=False)
+    assert versions.NODE_MONITORING_AGENT_ADDON not in {a.inputs["addonName"] for a in plan.find(ADDON)}

@@ -108,7 +108,7 @@ BAD_INPUTS = [
     ({"cloudWatchLogRetentionDays": 0}, "trainium-eks:cloudWatchLogRetentionDays", "not a CloudWatch Logs retention"),
     ({"cloudWatchLogRetentionDays": 10}, "trainium-eks:cloudWatchLogRetentionDays", "14, 30"),
     # A retired key says what replaced it.
-    ({"neuronMonitor": True}, "trainium-eks:neuronMonitor", "neuronProblemDetector"),
+    ({"neuronMonitor": True}, "trainium-eks:neuronMonitor", "nodeMonitoringAgent"),
     ({"volcanoQueues": [{"name": "q", "neuronShare": "half"}]}, "volcanoQueues[0].neuronShare", "expected a number"),
     ({"volcanoQueues": [{"name": "q"}, {"name": "q"}]}, "volcanoQueues[1].name", "taken"),
     ({"volcanoQueues": [{"name": "q", "weigth": 2}]}, "volcanoQueues[0].weigth", "did you mean 'weight'"),
@@ -120,6 +120,12 @@ BAD_INPUTS = [
     ),
     ({"ciRunnerConnectionArn": ""}, "trainium-eks:ciRunnerConnectionArn", "set both ciRunner keys"),
     ({"ciRunnerRepository": ""}, "trainium-eks:ciRunnerRepository", "set both ciRunner keys"),
+    # Node health: repair needs the agent's conditions, and counts the EKS API accepts in an order that can act.
+    ({"nodeMonitoringAgent": False}, "trainium-eks:nodeRepair", "set nodeMonitoringAgent: true, or nodeRepair: false"),
+    ({"nodeRepair": "sometimes"}, "trainium-eks:nodeRepair", "true or false"),
+    ({"nodeRepairMaxParallel": 2}, "trainium-eks:nodeRepairMaxParallel", "at most nodeRepairMaxUnhealthy"),
+    ({"nodeRepairMaxUnhealthy": 0}, "trainium-eks:nodeRepairMaxUnhealthy", "1 or more"),
+    ({"nodeRepairMaxParallel": "one"}, "trainium-eks:nodeRepairMaxParallel", "expected an integer"),
 ]
 
 
@@ -234,6 +240,13 @@ CLI_TYPE_RULES = [
 @pytest.mark.parametrize(("type_name", "items", "value", "accepted"), CLI_TYPE_RULES)
 def test_type_checks_follow_the_cli(type_name, items, value, accepted):
     assert config_types.conforms(type_name, items, value) is accepted
+
+
+def test_node_repair_follows_the_stack_and_can_be_turned_off():
+    prod = parse(settings("prod").config, stack="prod").node_health
+    assert prod.monitoring_agent and prod.repair is not None and prod.repair.max_unhealthy == 2
+    off = parse(settings("staging", nodeRepair=False, nodeMonitoringAgent=False).config, stack="staging").node_health
+    assert (off.monitoring_agent, off.repair) == (False, None)
 
 
 def test_efa_defaults_to_what_the_instance_type_supports():

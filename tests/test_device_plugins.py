@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from support import evaluate, one, settings
 
 from policies.rules.trainium import tolerates
@@ -59,14 +58,14 @@ def test_charts_are_the_pinned_versions(stack_plan):
     assert found == pinned
 
 
-@pytest.mark.parametrize("enabled", [True, False])
-def test_health_monitor_follows_the_config_and_the_scheduler_extension_stays_off(enabled):
-    plan = evaluate("staging", neuronProblemDetector=enabled)
-    values = releases(plan)["neuron-device-plugin"].inputs["values"]
+def test_the_charts_problem_detector_and_scheduler_extension_stay_off(stack_plan):
+    values = releases(stack_plan)["neuron-device-plugin"].inputs["values"]
     assert values["scheduler"]["enabled"] is False  # Volcano schedules every job; the extension would serve none
-    assert values["npd"]["enabled"] is enabled
-    namespaces = {r.inputs["metadata"]["name"] for r in plan.find("kubernetes:core/v1:Namespace")}
-    assert ("neuron-healthcheck-system" in namespaces) is enabled
+    # The node monitoring agent reports Neuron faults and node auto repair acts on them; no second repairer.
+    assert values["npd"] == {"enabled": False}
+    assert "neuron-healthcheck-system" not in {
+        r.inputs["metadata"]["name"] for r in stack_plan.find("kubernetes:core/v1:Namespace")
+    }
 
 
 def test_efa_plugin_image_comes_from_the_stack_region(stack_plan):

@@ -44,6 +44,9 @@ def run_module(module, *args, env=None):
     )
 
 
+ROLE_LABEL = "torchx.pytorch.org/role-name"
+
+
 def pod_templates(job):
     return [task["template"] for task in job["spec"]["tasks"]]
 
@@ -256,8 +259,10 @@ def test_acceptance_checks_run_restricted_with_requests():
         templates = pod_templates(job) if "tasks" in job["spec"] else [job["spec"]["template"]]
         for template in templates:
             pod = template["spec"]
-            writes_shared_volume = name in ("fsx-shared", "efa-allreduce")
-            assert pod["securityContext"]["runAsNonRoot"] is not writes_shared_volume, name
+            if name == "efa-bandwidth" and template["metadata"]["labels"][ROLE_LABEL] != acceptance.LAUNCHER:
+                continue  # the nodes run sshd for MPI: test_the_bandwidth_check_runs_nccom_test_over_mpi_across_two_whole_nodes
+            runs_as_root = name in ("fsx-shared", "efa-allreduce", "efa-bandwidth")
+            assert pod["securityContext"]["runAsNonRoot"] is not runs_as_root, name
             assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
             for container in pod["containers"]:
                 context = container["securityContext"]
@@ -279,3 +284,45 @@ def test_contract_version_rules():
 def test_stack_option_needs_the_pulumi_cli(tmp_path):
     result = run_module("jobs.launch", "--stack", "staging", "--dryrun", env={"PATH": str(tmp_path)})
     assert result.returncode == 2 and "needs the Pulumi CLI" in result.stderr
+
+
+def test_the_bandwidth_check_runs_nccom_test_over_mpi_across_two_whole_nodes():
+    contract = PlatformContract.from_outputs(json.loads(_outputs("staging")))
+    (group,) = contract.node_groups
+    job = acceptance.efa_bandwidth(contract)
+    assert {"ssh", "svc"} <= set(job["spec"]["plugins"])  # one key pair and the peers' host names for MPI over SSH
+    tasks = {task["name"]: task for task in job["spec"]["tasks"]}
+    nodes = [t for name, t in tasks.items() if name.startswith(acceptance.NODE)]
+    (launcher,) = [t for name, t in tasks.items() if name.startswith(acceptance.LAUNCHER)]
+    assert len(nodes) == 2
+    for node in nodes:
+        pod = node["template"]["spec"]
+        (container,) = pod["containers"]
+        limits = container["resources"]["limits"]
+        assert limits[layout.NEURON_DEVICE_RESOURCE] == str(group.neuron_devices_per_node)
+        assert limits[layout.EFA_RESOURCE] == str(group.efa_interfaces_per_node)
+        assert "/usr/sbin/sshd -D" in container["command"][-1]
+        assert pod["securityContext"]["runAsUser"] == 0 and pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+        assert pod["nodeSelector"][layout.NODE_GROUP_LABEL] == group.name
+    script = launcher["template"]["spec"]["containers"][0]["command"][-1]
+    ranks = 2 * group.neuron_cores_per_node
+    assert f"nccom-test -r {ranks} -N 2 " in script and " allr " in script and "--hosts" in script
+    assert "NEURON_RT_ROOT_COMM_ID" in script
+    floor = catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION[group.instance_type]
+    line_rate = catalog.INSTANCE_TYPES[group.instance_type].network_bandwidth_gbps
+    assert f"training.bus_bandwidth_check /tmp/nccom-test.txt --line-rate-gbps {line_rate:g} --min-fraction {floor:g}" in script
+    assert launcher["policies"] == [{"event": "TaskCompleted", "action": "CompleteJob"}]  # the nodes' sshd never exits
+
+
+def test_the_bandwidth_check_needs_two_efa_nodes(tmp_path):
+    path, _ = outputs_file(tmp_path, "dev")
+    result = run_module("jobs.acceptance", "efa-bandwidth", "--outputs", str(path), "--dryrun")
+    assert result.returncode == 2 and "efa-bandwidth: node group trn1-2xl needs two or more EFA nodes" in result.stderr
+
+
+def test_the_bandwidth_check_prints_its_manifest(tmp_path):
+    path, _ = outputs_file(tmp_path)
+    result = run_module("jobs.acceptance", "efa-bandwidth", "--outputs", str(path), "--dryrun", "--json")
+    assert result.returncode == 0, result.stderr
+    job = json.loads(result.stdout)
+    assert job["kind"] == "Job" and job["metadata"]["name"].startswith("acceptance-efa-bandwidth")

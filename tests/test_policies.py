@@ -168,6 +168,8 @@ CONTAINER_0 = ("spec", "template", "spec", "containers", 0)
 WILDCARD_ADMIN = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
 IPV6_HALVES_ALL_TRAFFIC = {"protocol": "-1", "fromPort": 0.0, "toPort": 0.0, "ipv6CidrBlocks": ["::/1", "8000::/1"]}
 RESERVATION = {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": settings("staging").config["trainium-eks:trainiumAzId"]}
+MONITORING_AGENT = "eks-node-monitoring-agent"
+NO_REPAIR = {"nodeRepair": False}
 RESERVATION_STAGING = {"trainiumNodeGroups": [node_group_config("trn1-32xl", "trn1.32xlarge", capacityReservation=RESERVATION)]}
 
 MUTATIONS: dict[str, list[Case]] = {
@@ -231,6 +233,19 @@ MUTATIONS: dict[str, list[Case]] = {
     "etcd-pinned-with-v2-api": [Case("3.6-without-v2", "dev", _etcd_3_6_without_v2, ("v3.5", "--enable-v2"), ETCD, 2)],
     "capacity-reservation-in-trainium-az": [
         Case("az1", "staging", edit_template("tags", RESERVATION_AZ_TAG, to="use1-az1"), overrides=RESERVATION_STAGING)
+    ],
+    "trainium-node-auto-repair": [
+        Case(
+            "prod-without-repair", "prod", edit_node_group("nodeRepairConfig", "enabled", to=False), ("requires",), NODE_GROUP, 1
+        ),
+        Case("prod-repair-removed", "prod", edit_node_group("nodeRepairConfig"), ("requires",), NODE_GROUP, 1),
+        Case(
+            "no-agent",
+            "staging",
+            without(lambda r: r["inputs"].get("addonName") == MONITORING_AGENT),
+            (MONITORING_AGENT,),
+            NODE_GROUP,
+        ),
     ],
     # ---- security-baseline
     "ec2-launch-template-imdsv2-required": [
@@ -326,6 +341,12 @@ SPARED: dict[str, list[Case]] = {
     "irsa-no-full-access-policies": [Case("node-role", "dev", _full_access_on("node-ssm"))],
     "stateful-resources-protected": [Case("dev", "dev", _unprotect)],
     "capacity-reservation-in-trainium-az": [Case("in-az", "staging", lambda plan: None, overrides=RESERVATION_STAGING)],
+    # dev does not require repair; without repair the agent is not required either.
+    "trainium-node-auto-repair": [
+        Case(
+            "dev-without-repair", "dev", without(lambda r: r["inputs"].get("addonName") == MONITORING_AGENT), overrides=NO_REPAIR
+        )
+    ],
 }
 
 

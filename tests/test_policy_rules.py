@@ -9,9 +9,10 @@ import json
 
 import pytest
 
-from policies.rules import cost, deploy_path, images, security, topology
+from policies.rules import cost, deploy_path, images, repair, security, topology
 from policies.rules.network import internet_covered, parse_cidrs
 from policies.rules.trainium import LAUNCH_TEMPLATE, NODE_GROUP, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
+from trainium_eks import tokens
 from trainium_eks.graph import UNKNOWN, Graph, Node
 
 EKS, SG_RULE, VPC_RULE = security.EKS_COMPONENT, security.SECURITY_GROUP_RULE, security.VPC_INGRESS_RULE
@@ -423,3 +424,18 @@ def test_a_private_cluster_in_an_adopted_vpc_is_matched_to_its_runner_by_vpc_id(
     expect(deploy_path.private_endpoint_has_in_vpc_runner(Graph([cluster]), {"requireInVpcRunner": False}))
     public = node(EKS, {"endpointPublicAccess": True}, "public")
     expect(deploy_path.private_endpoint_has_in_vpc_runner(Graph([public]), {}))
+
+
+def test_node_auto_repair_where_required_and_the_agent_it_needs():
+    stack = trainium_stack()
+    graph, group, required = Graph(stack.values()), stack["group"], {"requireNodeRepair": True}
+    expect(repair.trainium_node_auto_repair(graph, required), "has no node auto repair")
+    expect(repair.trainium_node_auto_repair(graph, {}))  # not required, and nothing repairs without an agent
+    group.props["nodeRepairConfig"] = {"enabled": UNKNOWN}
+    expect(repair.trainium_node_auto_repair(graph, required))  # a preview that does not know yet
+    group.props["nodeRepairConfig"] = {"enabled": True, "maxParallelNodesRepairedCount": 1.0}
+    expect(repair.trainium_node_auto_repair(graph, required), "no eks-node-monitoring-agent add-on")
+    cni = node(tokens.EKS_ADDON, {"addonName": "vpc-cni"}, "cni")
+    expect(repair.trainium_node_auto_repair(Graph([*stack.values(), cni]), {}), "sees only the kubelet's Ready")
+    agent = node(tokens.EKS_ADDON, {"addonName": "eks-node-monitoring-agent"}, "agent")
+    expect(repair.trainium_node_auto_repair(Graph([*stack.values(), cni, agent]), required))

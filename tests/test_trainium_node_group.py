@@ -163,3 +163,27 @@ def test_capacity_block_uses_the_capacity_block_market():
     lt, ng = trainium_parts(plan)
     assert lt.inputs["instanceMarketOptions"] == {"marketType": "capacity-block"}
     assert ng.inputs["capacityType"] == "CAPACITY_BLOCK"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_trainium_node_group_repairs_failed_nodes_within_the_stacks_limits(stack):
+    plan = evaluate(stack)
+    config = settings(stack).config  # the stack file with Pulumi.yaml's defaults applied, as the CLI hands it over
+
+    def setting(key: str) -> int:
+        return int(config[f"trainium-eks:{key}"])
+
+    groups = [n for n in plan.find(NG) if n.inputs["amiType"] == "AL2023_x86_64_NEURON"]
+    assert groups
+    for group in groups:
+        assert group.inputs["nodeRepairConfig"] == {
+            "enabled": True,
+            "maxParallelNodesRepairedCount": setting("nodeRepairMaxParallel"),
+            "maxUnhealthyNodeThresholdCount": setting("nodeRepairMaxUnhealthy"),
+        }
+
+
+def test_repair_off_is_explicit():
+    plan = evaluate("staging", nodeRepair=False)
+    (group,) = [n for n in plan.find(NG) if n.inputs["amiType"] == "AL2023_x86_64_NEURON"]
+    assert group.inputs["nodeRepairConfig"] == {"enabled": False}

@@ -78,6 +78,8 @@ VPC_CNI_ADDON = "vpc-cni"  # likewise at EKS's default build for the cluster ver
 # Likewise. Container Insights collects Neuron metrics from add-on v1.5.0-eksbuild.1 on and EFA metrics from
 # v1.5.2-eksbuild.1 on (CloudWatch User Guide, "Container Insights with enhanced observability metrics").
 CLOUDWATCH_OBSERVABILITY_ADDON = "amazon-cloudwatch-observability"
+# The EKS node monitoring agent (awsdocs/amazon-eks-user-guide node-health.adoc; aws/eks-node-monitoring-agent), likewise.
+NODE_MONITORING_AGENT_ADDON = "eks-node-monitoring-agent"
 
 HELM_CHARTS = (NEURON_HELM_CHART, EFA_DEVICE_PLUGIN_CHART, VOLCANO_CHART, FSX_CSI_CHART)
 IMAGES = (ETCD_IMAGE, TENSORBOARD_IMAGE)

@@ -103,11 +103,6 @@ class DeployRunnerConfig:
 
 
 @dataclass(frozen=True)
-class DevicePluginConfig:
-    node_problem_detector: bool
-
-
-@dataclass(frozen=True)
 class MonitoringConfig:
     cloudwatch_observability: bool  # the CloudWatch Observability add-on, its logs and the dashboard
     log_retention_days: int
@@ -116,6 +111,20 @@ class MonitoringConfig:
     @property
     def alarms(self) -> bool:
         return bool(self.alarm_topic_arn)
+
+
+@dataclass(frozen=True)
+class NodeRepair:
+    """EKS node auto repair of a managed node group: how many nodes at once, and when to stop."""
+
+    max_parallel: int  # nodes repaired at the same time
+    max_unhealthy: int  # unhealthy nodes above which repair stops
+
+
+@dataclass(frozen=True)
+class NodeHealthConfig:
+    monitoring_agent: bool  # the eks-node-monitoring-agent add-on
+    repair: NodeRepair | None  # on every Trainium node group; None: off
 
 
 @dataclass(frozen=True)
@@ -163,8 +172,8 @@ class PlatformConfig:
     network: NetworkConfig
     cluster: ClusterConfig
     trainium_node_groups: tuple[TrainiumNodeGroupConfig, ...]
-    device_plugins: DevicePluginConfig
     monitoring: MonitoringConfig
+    node_health: NodeHealthConfig
     scheduling: SchedulingConfig
     storage: StorageConfig
     registry: RegistryConfig

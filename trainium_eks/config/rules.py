@@ -73,8 +73,8 @@ def platform(stack_input: StackInput, *, project: str, stack: str, region: str, 
         network=network,
         cluster=_cluster(s, cluster_name, key),
         trainium_node_groups=_node_groups(s, cluster_name, region, key),
-        device_plugins=p.DevicePluginConfig(s.neuron_problem_detector),
         monitoring=_monitoring(s, key),
+        node_health=_node_health(s, key),
         scheduling=_scheduling(s, key),
         storage=_storage(s, key),
         registry=_registry(s, stack, key),
@@ -185,6 +185,26 @@ def _node_group(group: NodeGroupInput, az_id: str, region: str, at: Key) -> p.Tr
         MappingProxyType(dict(group.labels)),
         reservation,
     )
+
+
+def _node_health(s: StackInput, key: Key) -> p.NodeHealthConfig:
+    if not s.node_repair:
+        return p.NodeHealthConfig(s.node_monitoring_agent, None)
+    # Auto repair alone reacts only to the kubelet's Ready condition; the Neuron conditions (AcceleratedHardwareReady)
+    # come from the node monitoring agent (EKS user guide, "Enable node auto repair and investigate node health").
+    check(
+        s.node_monitoring_agent,
+        key("nodeRepair"),
+        "is on while nodeMonitoringAgent is false: repair would never see a Neuron fault",
+        "set nodeMonitoringAgent: true, or nodeRepair: false",
+    )
+    check(
+        s.node_repair_max_parallel <= s.node_repair_max_unhealthy,
+        key("nodeRepairMaxParallel"),
+        f"{s.node_repair_max_parallel} is above nodeRepairMaxUnhealthy {s.node_repair_max_unhealthy}, past which repair stops",
+        "repair at most nodeRepairMaxUnhealthy nodes at once",
+    )
+    return p.NodeHealthConfig(True, p.NodeRepair(s.node_repair_max_parallel, s.node_repair_max_unhealthy))
 
 
 def _cluster(s: StackInput, name: str, key: Key) -> p.ClusterConfig:

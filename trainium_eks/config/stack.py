@@ -26,7 +26,8 @@ LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 
 RETIRED_KEYS = {
     "neuronMonitor": (
         "removed: it switched the Neuron node problem detector, not neuron-monitor",
-        "use neuronProblemDetector for the detector; neuron-monitor's metrics come with cloudWatchObservability",
+        "remove it: the EKS node monitoring agent (nodeMonitoringAgent) reports Neuron faults and nodeRepair acts on "
+        "them; neuron-monitor's metrics come with cloudWatchObservability",
     ),
 }
 
@@ -37,6 +38,9 @@ class Strict(BaseModel):
 
 # Node counts have no upper bound here: EKS's limits on them are service quotas, which an account can raise.
 NodeCount = f.Integer  # the order of min, desired and max is a rule across fields
+# EKS NodeRepairConfig counts (maxParallelNodesRepairedCount, maxUnhealthyNodeThresholdCount): a minimum of 1 and no
+# maximum (EKS API reference, NodeRepairConfig).
+RepairCount = Annotated[f.Integer, f.rule(lambda v: v >= 1, "{value} is below 1", "use a count of 1 or more")]
 
 
 class CapacityReservationInput(Strict):
@@ -112,7 +116,6 @@ class StackInput(Strict):
     system_node_min_size: NodeCount = Field(alias="systemNodeMinSize")
     system_node_desired_size: NodeCount = Field(alias="systemNodeDesiredSize")
     system_node_max_size: NodeCount = Field(alias="systemNodeMaxSize")
-    neuron_problem_detector: f.Boolean = Field(alias="neuronProblemDetector")
     cloudwatch_observability: f.Boolean = Field(alias="cloudWatchObservability")
     cloudwatch_log_retention_days: Annotated[
         f.Integer,
@@ -130,6 +133,10 @@ class StackInput(Strict):
             "use arn:aws:sns:<region>:<account>:<topic>, or an empty string for no alarms",
         ),
     ] = Field(alias="alarmTopicArn")
+    node_monitoring_agent: f.Boolean = Field(alias="nodeMonitoringAgent")
+    node_repair: f.Boolean = Field(alias="nodeRepair")
+    node_repair_max_parallel: RepairCount = Field(alias="nodeRepairMaxParallel")
+    node_repair_max_unhealthy: RepairCount = Field(alias="nodeRepairMaxUnhealthy")
     fsx_deployment_type: f.one_of(FSX_DEPLOYMENT_TYPES) = Field(alias="fsxDeploymentType")
     fsx_storage_capacity_gib: f.Integer = Field(alias="fsxStorageCapacityGiB")  # its steps depend on the type
     fsx_throughput_per_tib: f.Integer = Field(alias="fsxThroughputPerTiB")
