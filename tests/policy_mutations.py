@@ -1,0 +1,338 @@
+"""Each policy's mutations of a real stack's plan: the table ``tests/test_policies.py`` runs.
+
+``MUTATIONS`` is keyed by policy name (its keys must be exactly the packs' policies) with the minimal edits each
+policy must catch; ``SPARED`` holds edits a policy must let pass. Cases edit deep copies of the plans the whole
+session shares; only a case that needs different program config evaluates the program again.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from support import cached_plan, evaluate, node_group_config, settings
+
+from policies.rules.security import ECR, EKS_COMPONENT, HELM_RELEASE, ROLE_POLICY_ATTACHMENT, SERVICE, VPC_INGRESS_RULE
+from policies.rules.topology import FSX, QUEUE, RESERVATION_AZ_TAG
+from policies.rules.trainium import LAUNCH_TEMPLATE, NODE_GROUP, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
+from trainium_eks import versions
+from trainium_eks.tokens import CODEBUILD_PROJECT
+
+
+@functools.cache
+def _evaluated(stack: str, overrides: str) -> dict:
+    return evaluate(stack, **json.loads(overrides)).to_json()
+
+
+def plan_of(stack: str, preview: bool = False, **overrides: Any) -> dict:
+    """A private copy of the stack's plan (evaluated once per session for each program config)."""
+    if overrides:
+        return copy.deepcopy(_evaluated(stack, json.dumps(overrides, sort_keys=True)))
+    return copy.deepcopy(cached_plan(stack, preview).to_json())
+
+
+def resource(plan: dict, type_: str, name_part: str = "") -> dict:
+    matches = [r for r in plan["resources"] if r["type"] == type_ and name_part in r["name"]]
+    assert matches, (type_, name_part)
+    return matches[0]
+
+
+def trainium_node_group(plan: dict) -> dict:
+    return resource(plan, NODE_GROUP, "-ng")
+
+
+def trainium_template(plan: dict) -> dict:
+    return resource(plan, LAUNCH_TEMPLATE, "-lt")
+
+
+@dataclass(frozen=True)
+class Case:
+    """A stack, an edit of its plan, and what the policy (the table key) must report about the result."""
+
+    id: str
+    stack: str
+    mutate: Callable[[dict], object]
+    words: tuple[str, ...] = ()  # each appears in some violation's message
+    blames: str | None = None  # the type of the resource every violation names
+    count: int | None = None  # exactly this many violations
+    overrides: dict = field(default_factory=dict)  # program config, for what a plan edit cannot express
+
+
+_DELETE = object()
+
+
+def edit(type_: str, name: str, *path: str | int, to: Any = _DELETE) -> Callable[[dict], None]:
+    """Set ``inputs[path...]`` of the first ``type_`` resource with ``name`` in its name to ``to``, or delete it."""
+
+    def mutate(plan: dict) -> None:
+        *steps, last = path
+        target = functools.reduce(operator.getitem, steps, resource(plan, type_, name)["inputs"])
+        if to is _DELETE:
+            del target[last]
+        else:
+            target[last] = to
+
+    return mutate
+
+
+def without(unwanted: Callable[[dict], bool]) -> Callable[[dict], None]:
+    def mutate(plan: dict) -> None:
+        plan["resources"] = [r for r in plan["resources"] if not unwanted(r)]
+
+    return mutate
+
+
+def _second_subnet(plan: dict) -> None:
+    group, other = trainium_node_group(plan), resource(plan, SUBNET, "private-az1")
+    group["inputs"]["subnetIds"].append("subnet-other")
+    group["propertyDependencies"]["subnetIds"].append(other["urn"])
+
+
+def _no_placement(plan: dict) -> None:
+    template = trainium_template(plan)
+    del template["inputs"]["placement"]
+    template["propertyDependencies"]["placement"] = []
+
+
+def _fsx_in_az1(plan: dict) -> None:
+    resource(plan, FSX)["propertyDependencies"]["subnetIds"] = [resource(plan, SUBNET, "private-az1")["urn"]]
+
+
+def _no_self_egress(plan: dict) -> None:
+    group = resource(plan, SECURITY_GROUP, "-efa")["inputs"]
+    group["egress"] = [r for r in group["egress"] if not r.get("self")]
+
+
+def _etcd_3_6_without_v2(plan: dict) -> None:
+    container = resource(plan, ETCD)["inputs"]["spec"]["template"]["spec"]["containers"][0]
+    container["args"].remove("--enable-v2=true")
+    container["image"] = "quay.io/coreos/etcd:v3.6.14"
+
+
+def _four_trainium_nodes(plan: dict) -> None:
+    trainium_node_group(plan)["inputs"]["scalingConfig"].update(desiredSize=4.0, maxSize=4.0)
+
+
+def _unprotect(plan: dict) -> None:
+    for record in plan["resources"]:
+        record["protect"] = False
+
+
+def _lustre_ingress(*rules: dict) -> Callable[[dict], None]:
+    return edit(SECURITY_GROUP, "-lustre", "ingress", to=list(rules))
+
+
+def _tcp(low: float, high: float, *cidrs: str) -> dict:
+    return {"protocol": "tcp", "fromPort": low, "toPort": high, "cidrBlocks": list(cidrs)}
+
+
+def _full_access_on(attachment: str) -> Callable[[dict], None]:
+    return edit(ROLE_POLICY_ATTACHMENT, attachment, "policyArn", to="arn:aws:iam::aws:policy/AmazonFSxFullAccess")
+
+
+def _public_cidrs(*cidrs: str) -> Callable[[dict], None]:
+    return edit(EKS_COMPONENT, "", "publicAccessCidrs", to=list(cidrs))
+
+
+ETCD = "kubernetes:apps/v1:StatefulSet"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+DISRUPTION_BUDGET = "kubernetes:policy/v1:PodDisruptionBudget"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+ADDON = "aws:eks/addon:Addon"
+READ_ONLY = "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly"
+CNI = "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
+edit_template = functools.partial(edit, LAUNCH_TEMPLATE, "-lt")
+edit_node_group = functools.partial(edit, NODE_GROUP, "-ng")
+edit_cluster = functools.partial(edit, EKS_COMPONENT, "")
+edit_ecr = functools.partial(edit, ECR, "")
+edit_volcano = functools.partial(edit, HELM_RELEASE, "volcano")
+CONTAINER_0 = ("spec", "template", "spec", "containers", 0)
+WILDCARD_ADMIN = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+IPV6_HALVES_ALL_TRAFFIC = {"protocol": "-1", "fromPort": 0.0, "toPort": 0.0, "ipv6CidrBlocks": ["::/1", "8000::/1"]}
+RESERVATION = {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": settings("staging").config["trainium-eks:trainiumAzId"]}
+MONITORING_AGENT = "eks-node-monitoring-agent"
+NO_REPAIR = {"nodeRepair": False}
+RESERVATION_STAGING = {"trainiumNodeGroups": [node_group_config("trn1-32xl", "trn1.32xlarge", capacityReservation=RESERVATION)]}
+
+MUTATIONS: dict[str, list[Case]] = {
+    # ---- trainium-topology
+    "trainium-node-group-single-az": [Case("two-subnets", "staging", _second_subnet, ("2 subnets",), NODE_GROUP, 1)],
+    "trainium-efa-interface-per-network-card": [
+        Case("card-7-missing", "staging", edit_template("networkInterfaces", 8), ("cards [0, 1, 2, 3, 4, 5, 6]",)),
+        Case("device-index", "prod", edit_template("networkInterfaces", 4, "deviceIndex", to=1.0), ("card 3 device index 1",)),
+        Case(
+            "efa-with-ena-on-a-card",
+            "prod",
+            edit_template("networkInterfaces", 4, "interfaceType", to="efa"),
+            ("'efa' at network card 3", "has 'efa-only'"),
+            LAUNCH_TEMPLATE,
+            1,
+        ),
+    ],
+    "trainium-cluster-placement-group": [
+        Case("none", "staging", _no_placement, blames=LAUNCH_TEMPLATE),
+        Case("spread", "staging", edit(PLACEMENT_GROUP, "", "strategy", to="spread"), ("'spread'",)),
+    ],
+    "trainium-neuron-ami": [Case("standard", "dev", edit_node_group("amiType", to="AL2023_x86_64_STANDARD"), blames=NODE_GROUP)],
+    "efa-security-group-self-traffic": [Case("no-self-egress", "prod", _no_self_egress, blames=LAUNCH_TEMPLATE)],
+    "trainium-az-offers-instance-type": [
+        Case("az1", "staging", edit(SUBNET, "private-trainium", "availabilityZoneId", to="use1-az1"), ("use1-az1 (us-east-1)",))
+    ],
+    "fsx-lustre-in-trainium-az": [Case("az1", "staging", _fsx_in_az1, blames=FSX)],
+    "fsx-lustre-ports-reachable": [
+        Case("client-ports-closed", "dev", without(lambda r: r["inputs"].get("fromPort") == 1018), ("1018-1023",), FSX),
+        Case(
+            "short-range", "dev", edit(VPC_INGRESS_RULE, "clients-from-nodes", "toPort", to=1022.0), ("1018-1023 from",), count=1
+        ),
+    ],
+    "neuron-and-efa-device-plugins": [
+        Case(
+            "no-neuron",
+            "staging",
+            without(lambda r: r["type"] == HELM_RELEASE and r["inputs"]["name"] == "neuron-device-plugin"),
+            ("neuron-helm-chart",),
+            NODE_GROUP,
+        ),
+        Case(
+            "no-toleration", "staging", edit(HELM_RELEASE, "efa", "values", "tolerations", to=[]), ("not tolerate",), HELM_RELEASE
+        ),
+    ],
+    "eks-images-from-stack-region": [
+        Case("chart-default", "staging", edit(HELM_RELEASE, "efa", "values", "image", "repository"), ("us-west-2's",), count=1),
+        Case(
+            "other-region",
+            "dev",
+            edit(HELM_RELEASE, "efa", "values", "image", "repository", to=versions.eks_image_repository("us-west-2", "eks/x")),
+            ("from us-west-2 into a us-east-2 stack",),
+            HELM_RELEASE,
+            1,
+        ),
+    ],
+    "volcano-queue-within-capacity": [
+        Case("beyond", "prod", edit(QUEUE, "training", "spec", "capability", "aws.amazon.com/neuron", to=999.0), blames=QUEUE),
+        Case("no-queue", "dev", without(lambda r: r["type"] == QUEUE), ("no Volcano Queue",), NODE_GROUP),
+    ],
+    "etcd-pinned-with-v2-api": [Case("3.6-without-v2", "dev", _etcd_3_6_without_v2, ("v3.5", "--enable-v2"), ETCD, 2)],
+    "capacity-reservation-in-trainium-az": [
+        Case("az1", "staging", edit_template("tags", RESERVATION_AZ_TAG, to="use1-az1"), overrides=RESERVATION_STAGING)
+    ],
+    "trainium-node-auto-repair": [
+        Case(
+            "prod-without-repair", "prod", edit_node_group("nodeRepairConfig", "enabled", to=False), ("requires",), NODE_GROUP, 1
+        ),
+        Case("prod-repair-removed", "prod", edit_node_group("nodeRepairConfig"), ("requires",), NODE_GROUP, 1),
+        Case(
+            "no-agent",
+            "staging",
+            without(lambda r: r["inputs"].get("addonName") == MONITORING_AGENT),
+            (MONITORING_AGENT,),
+            NODE_GROUP,
+        ),
+    ],
+    # ---- security-baseline
+    "ec2-launch-template-imdsv2-required": [
+        Case("v1", "dev", edit_template("metadataOptions", "httpTokens", to="optional")),
+        Case("two-hops", "prod", edit_template("metadataOptions", "httpPutResponseHopLimit", to=2.0), ("2.0 hops",)),
+    ],
+    "ec2-launch-template-encrypted-block-devices": [
+        Case("root", "dev", edit_template("blockDeviceMappings", 0, "ebs", "encrypted", to="false"))
+    ],
+    "kms-encryption-at-rest": [
+        Case("eks", "staging", edit_cluster("encryptionConfigKeyArn"), blames=EKS_COMPONENT),
+        Case("fsx", "staging", edit(FSX, "", "kmsKeyId"), blames=FSX),
+        Case("ecr", "staging", edit_ecr("encryptionConfigurations", to=[{"encryptionType": "AES256"}]), blames=ECR),
+    ],
+    "eks-control-plane-logging": [Case("no-audit", "prod", edit_cluster("enabledClusterLogTypes", 1), ("audit",))],
+    "eks-authentication-mode-api": [Case("config-map", "prod", edit_cluster("authenticationMode", to="CONFIG_MAP"))],
+    "eks-endpoint-public-access": [
+        Case("forbidden", "prod", edit_cluster("endpointPublicAccess", to=True), ("forbids",)),
+        Case("world", "dev", _public_cidrs("0.0.0.0/0"), ("open to the internet",)),
+        Case("no-cidrs", "dev", _public_cidrs(), ("no publicAccessCidrs",)),
+        Case("world-in-halves", "dev", _public_cidrs("203.0.113.0/24", "0.0.0.0/1", "128.0.0.0/1"), ("cover 0.0.0.0/0",)),
+        Case("not-a-cidr", "dev", _public_cidrs("203.0.113.0/33"), ("'203.0.113.0/33'",), count=1),
+    ],
+    "private-endpoint-in-vpc-runner": [
+        Case(
+            "no-runner",
+            "prod",
+            without(lambda r: r["type"] == CODEBUILD_PROJECT),
+            ("no CodeBuild runner in its VPC",),
+            blames=EKS_COMPONENT,
+        ),
+        Case(
+            "not-admitted",
+            "prod",
+            without(lambda r: r["type"] == VPC_INGRESS_RULE and "api-from-client" in r["name"]),
+            ("does not admit its runner",),
+            blames=EKS_COMPONENT,
+        ),
+        Case("udp-only", "prod", edit(VPC_INGRESS_RULE, "api-from-client", "ipProtocol", to="udp"), ("TCP 443",)),
+    ],
+    "security-group-no-world-ingress": [
+        Case("group", "dev", _lustre_ingress(_tcp(22.0, 22.0, "0.0.0.0/0")), ("(0.0.0.0/0) on tcp 22",)),
+        Case("rule", "dev", edit(VPC_INGRESS_RULE, "lustre-from-nodes", "cidrIpv4", to="0.0.0.0/0"), blames=VPC_INGRESS_RULE),
+        Case(
+            "two-halves", "dev", _lustre_ingress(_tcp(0, 65535, "0.0.0.0/1"), _tcp(22, 22, "128.0.0.0/1")), ("tcp 22;",), count=1
+        ),
+        Case("ipv6-halves", "dev", _lustre_ingress(IPV6_HALVES_ALL_TRAFFIC), ("IPv6 internet (::/1, 8000::/1) on all traffic",)),
+    ],
+    "iam-no-wildcard-admin": [Case("star", "dev", edit("aws:iam/rolePolicy:RolePolicy", "", "policy", to=WILDCARD_ADMIN))],
+    "irsa-no-full-access-policies": [Case("ebs-csi", "dev", _full_access_on("ebs-csi"), blames=ROLE_POLICY_ATTACHMENT)],
+    "ecr-immutable-scan-on-push": [
+        Case("mutable", "dev", edit_ecr("imageTagMutability", to="MUTABLE"), ("mutable tags",), ECR, 1),
+        Case("unscanned", "dev", edit_ecr("imageScanningConfiguration", "scanOnPush", to=False), ("scan on push",), ECR, 1),
+    ],
+    "container-images-pinned": [
+        Case("latest", "dev", edit("kubernetes:apps/v1:Deployment", "", *CONTAINER_0, "image", to="tensorflow/tensorflow:latest"))
+    ],
+    "helm-release-pinned": [
+        Case("range", "dev", edit_volcano("version", to="1.x"), ("'1.x'",)),
+        Case("repository", "dev", edit_volcano("repositoryOpts", "repo", to="https://charts.example.com"), ("not an allowed",)),
+    ],
+    "no-public-load-balancer": [Case("lb", "dev", edit(SERVICE, "tensorboard", "spec", "type", to="LoadBalancer"))],
+    "stateful-resources-protected": [Case("prod", "prod", _unprotect, ("LustreFileSystem",))],
+    # ---- cost-guard
+    "trainium-node-limit": [Case("max-3", "staging", edit_node_group("scalingConfig", "maxSize", to=3.0), ("grow to 3 nodes",))],
+    "monthly-cost-budget": [Case("4-nodes", "staging", _four_trainium_nodes, ("trn1.32xlarge", "36,000"))],
+    "required-tags": [Case("no-owner", "staging", edit_ecr("tags", "owner"), ("owner",), ECR)],
+    # ---- security-baseline: the platform's own workloads
+    "etcd-quorum-disruption-budget": [
+        Case("no-budget", "prod", without(lambda r: r["type"] == DISRUPTION_BUDGET), ("minAvailable: 2",), ETCD),
+        Case("one-of-three", "staging", edit(DISRUPTION_BUDGET, "quorum", "spec", "minAvailable", to=1.0), blames=ETCD),
+    ],
+    "node-role-least-privilege": [
+        Case("read-only", "dev", edit(ROLE_POLICY_ATTACHMENT, "node-ecr", "policyArn", to=READ_ONLY), ("PullOnly",)),
+        Case("cni", "prod", edit(ROLE_POLICY_ATTACHMENT, "node-ssm", "policyArn", to=CNI), ("vpc-cni",)),
+    ],
+    "etcd-access-restricted": [
+        Case("no-policy", "staging", without(lambda r: r["type"] == NETWORK_POLICY), ("no NetworkPolicy",), ETCD),
+        Case("open", "dev", edit(NETWORK_POLICY, "access", "spec", "ingress", 0, "from", to=[]), ("any source",), ETCD),
+        Case("not-enforced", "prod", edit(ADDON, "vpc-cni", "configurationValues", to="{}"), ("nothing enforces",), ETCD),
+    ],
+    "service-account-token-off": [
+        Case("etcd", "dev", edit(ETCD, "etcd", "spec", "template", "spec", "automountServiceAccountToken"), blames=ETCD)
+    ],
+    "workload-liveness-probes": [Case("tensorboard", "staging", edit(DEPLOYMENT, "tensorboard", *CONTAINER_0, "livenessProbe"))],
+    "namespace-pod-security": [
+        Case("unlabelled", "prod", edit(NAMESPACE, "jobs", "metadata", "labels", "pod-security.kubernetes.io/enforce"))
+    ],
+}
+
+# Edits a policy must let pass, with nothing else firing either.
+SPARED: dict[str, list[Case]] = {
+    "irsa-no-full-access-policies": [Case("node-role", "dev", _full_access_on("node-ssm"))],
+    "stateful-resources-protected": [Case("dev", "dev", _unprotect)],
+    "capacity-reservation-in-trainium-az": [Case("in-az", "staging", lambda plan: None, overrides=RESERVATION_STAGING)],
+    # dev does not require repair; without repair the agent is not required either.
+    "trainium-node-auto-repair": [
+        Case(
+            "dev-without-repair", "dev", without(lambda r: r["inputs"].get("addonName") == MONITORING_AGENT), overrides=NO_REPAIR
+        )
+    ],
+}
