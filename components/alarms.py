@@ -11,7 +11,8 @@ add-on, FSx natively), each notified when it starts and when it clears:
   the cluster-wide minimum drops when a running node turns NotReady.
 - Neuron hardware errors: ``node_neurondevice_hw_ecc_events_total``, the corrected and uncorrected ECC events
   of the devices' SRAM and HBM, which the agent turns into a count per interval.
-- FSx nearly full: ``FreeDataStorageCapacity`` (``AWS/FSx``; ``Sum`` is the bytes free in the file system).
+- FSx nearly full: ``FreeDataStorageCapacity`` (``AWS/FSx``; ``Sum`` over one minute is the bytes free in the
+  file system).
 - etcd without a majority: ``service_number_of_running_pods`` of etcd's client Service, which only ready members
   back.
 
@@ -37,6 +38,7 @@ from components.rendezvous import ETCD_NAME
 
 GIB = 2**30  # FSx storage capacity is provisioned in GiB
 FSX_FREE_FRACTION = 0.10  # warn with a tenth left, room for a few more checkpoints while old ones are cleared
+FSX_METRIC_PERIOD_SECONDS = 60  # FSx's own publishing interval (see the FSx alarm)
 
 
 @dataclass(frozen=True)
@@ -132,8 +134,11 @@ def alarm_rules(args: AlarmsArgs) -> tuple[AlarmRule, ...]:
             "Sum",
             "LessThanThreshold",
             args.fsx_capacity_gib * GIB * FSX_FREE_FRACTION,
-            300,
-            3,  # a quarter of an hour: one large checkpoint written and removed again is no trend
+            # FSx publishes each storage target's free bytes once a minute (FSx for Lustre User Guide, "Monitoring
+            # with Amazon CloudWatch"), so only a 60-second Sum is the file system's free bytes: a 300-second Sum
+            # adds five minutes up and would fire at a fifth of the threshold.
+            FSX_METRIC_PERIOD_SECONDS,
+            15,  # a quarter of an hour: one large checkpoint written and removed again is no trend
             "missing",  # neither full nor empty can be read from silence: keep the last state
         ),
         AlarmRule(

@@ -95,7 +95,9 @@ def test_the_fsx_alarm_fires_below_a_tenth_of_the_stacks_own_capacity(capacity_g
     file_system = one(plan.find("aws:fsx/lustreFileSystem:LustreFileSystem"))
     assert fsx.inputs["namespace"] == "AWS/FSx"
     assert fsx.inputs["dimensions"] == {"FileSystemId": plan.outputs["fsxFileSystemId"]}
-    assert fsx.inputs["statistic"] == "Sum"  # the bytes free in the whole file system
+    assert fsx.inputs["statistic"] == "Sum"  # the bytes free in the whole file system...
+    assert fsx.inputs["period"] == 60  # ...over FSx's one-minute publishing interval, or Sum counts minutes
+    assert fsx.inputs["period"] * fsx.inputs["evaluationPeriods"] >= 15 * 60  # no alarm on one checkpoint's churn
     assert fsx.inputs["comparisonOperator"] == "LessThanThreshold"
     assert fsx.inputs["threshold"] == pytest.approx(file_system.inputs["storageCapacity"] * 2**30 * alarms.FSX_FREE_FRACTION)
 
