@@ -39,12 +39,18 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/actionlint .github/workflows/*.yml
 
+# $(call pin,REQUIREMENTS,CONSTRAINTS,VENV): the pip freeze of a fresh virtualenv with REQUIREMENTS, into CONSTRAINTS
+define pin
+	rm -rf /tmp/trainium-eks-pin && $(PYTHON) -m venv /tmp/trainium-eks-pin
+	/tmp/trainium-eks-pin/bin/pip install --quiet --disable-pip-version-check -r $(1)
+	{ echo "# Full pin set for $(1) (pip freeze of a fresh $(3), Python 3.11). Regenerate with: make constraints"; \
+	  /tmp/trainium-eks-pin/bin/pip freeze --disable-pip-version-check; } > $(2)
+endef
+
 ## constraints: re-pin every transitive dependency after editing a requirements file
 constraints:
-	rm -rf /tmp/trainium-eks-pin && $(PYTHON) -m venv /tmp/trainium-eks-pin
-	/tmp/trainium-eks-pin/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	{ echo "# Full pin set for requirements-dev.txt (pip freeze of a fresh .venv, Python 3.11). Regenerate with: make constraints"; \
-	  /tmp/trainium-eks-pin/bin/pip freeze --disable-pip-version-check; } > constraints.txt
+	$(call pin,requirements-dev.txt,constraints.txt,.venv)
+	$(call pin,requirements-checkov.txt,constraints-checkov.txt,.venv-checkov)
 
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) .pytest_cache .hypothesis

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from trainium_eks import layout, versions
-from trainium_eks.config import DeployRunnerConfig
+from trainium_eks import versions
+from trainium_eks.config import BOOTSTRAP_VARIABLE, DeployRunnerConfig
 
 HTTPS = 443
 # 4 vCPUs and 7 GB (CodeBuild "Build environment compute types"): the Pulumi engine, the Node.js eks provider and
@@ -191,15 +191,15 @@ class DeployRunner(pulumi.ComponentResource):
         self.register_outputs({"projectName": self.project_name, "securityGroupId": self.security_group_id})
 
 
-def bootstrap_targets(stack: str, project: str) -> list[str]:
-    """The `pulumi up --target` patterns of a new stack's first step, run from an operator's machine: the network and
-    the runner with everything inside them, and the platform component that parents both. Nothing in them depends
-    on the cluster, so the targeted update creates no Kubernetes resource (Pulumi "Targeted updates": `**` matches
-    across URN segments, and a targeted resource's inputs from untargeted ones would come from the stack's state,
-    which a new stack does not have, so every dependency is targeted too)."""
-    prefix = f"urn:pulumi:{stack}::{project}::"
-    return [
-        f"{prefix}trainium-eks:index:Platform::{layout.PLATFORM_NAME}",
-        f"{prefix}**trainium-eks:network:Network**",
-        f"{prefix}**trainium-eks:deploy-runner:DeployRunner**",
-    ]
+class ExistingClusterError(pulumi.RunError):
+    """The deploy runner's bootstrap step was asked for on a stack whose cluster exists."""
+
+
+def refuse_an_existing_cluster(cluster_name: str) -> None:
+    """The bootstrap step registers the network and the runner alone, so on a stack that already has its platform the
+    update would delete the rest: refuse it when EKS has the stack's cluster already (eks:ListClusters)."""
+    if cluster_name in aws.eks.get_clusters().names:
+        raise ExistingClusterError(
+            f"{BOOTSTRAP_VARIABLE}: the cluster {cluster_name} exists already, and the bootstrap step is for a new stack "
+            f"only; unset {BOOTSTRAP_VARIABLE} and run the whole `pulumi up` from where the API answers"
+        )

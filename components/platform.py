@@ -10,7 +10,7 @@ import pulumi
 
 from components.alarms import Alarms, AlarmsArgs
 from components.cluster import Cluster, ClusterArgs
-from components.deploy_runner import DeployRunner, DeployRunnerArgs
+from components.deploy_runner import DeployRunner, DeployRunnerArgs, refuse_an_existing_cluster
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
@@ -29,11 +29,22 @@ class TrainiumPlatform(pulumi.ComponentResource):
 
     contract: dict[str, pulumi.Input]
 
-    def __init__(self, name: str, config: PlatformConfig, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        config: PlatformConfig,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        deploy_runner_only: bool = False,
+    ):
+        """``deploy_runner_only``: a new private stack's first step, run from outside the VPC, which no Kubernetes API
+        call can be made from: the network and the deploy runner, under the names the whole platform gives them."""
         super().__init__("trainium-eks:index:Platform", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = config.tags
         protect = config.protect_stateful
+        if deploy_runner_only:
+            refuse_an_existing_cluster(config.cluster.name)
 
         network = Network(
             f"{name}-network",
@@ -52,6 +63,16 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 DeployRunnerArgs(config.deploy_runner, config.region, network.vpc_id, network.private_subnet_ids, tags),
                 opts=child,
             )
+        if deploy_runner_only and runner is not None:
+            # Not the contract: consumers refuse a stack without contractVersion until the whole platform runs.
+            self.contract = {
+                "environment": config.environment,
+                "region": config.region,
+                "vpcId": network.vpc_id,
+                "deployRunnerProject": runner.project_name,
+            }
+            self.register_outputs(self.contract)
+            return
         cluster = Cluster(
             f"{name}-cluster",
             ClusterArgs(
@@ -147,6 +168,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
             "trainiumAvailabilityZone": network.trainium_availability_zone,
             "trainiumAzId": network.trainium_az_id,
             "trainiumNodeGroups": [ng.contract_entry() for ng in node_groups],
+            "trainiumPrivateIpsPerNode": {g.name: g.private_ips_per_node for g in config.trainium_node_groups},
             "nodeTaints": [
                 {"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": layout.NEURON_TAINT_EFFECT_K8S}
             ],

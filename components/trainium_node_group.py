@@ -154,7 +154,6 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
             "neuronDevicesPerNode": group.spec.neuron_devices,
             "neuronCoresPerNode": group.spec.neuron_cores,
             "efaInterfacesPerNode": group.efa_interfaces,
-            "privateIpsPerNode": group.private_ips_per_node,
             "vcpusPerNode": group.spec.vcpus,
             "memoryGiBPerNode": group.spec.memory_gib,
             "nodeSelector": {layout.NODE_GROUP_LABEL: group.name},

@@ -239,6 +239,7 @@ class PlatformMocks(pulumi.runtime.Mocks):
             tokens.EC2_GET_SUBNET: self._get_subnet,
             tokens.IAM_GET_POLICY_DOCUMENT: self._policy_document,
             tokens.EKS_GET_ADDON_VERSION: self._addon_version,
+            tokens.EKS_GET_CLUSTERS: self._clusters,
         }.get(args.token)
         if handler is None:
             raise UnmockedInvokeError(f"preflight has no answer for invoke {args.token}; add it to preflight/mocks.py")
@@ -281,6 +282,10 @@ class PlatformMocks(pulumi.runtime.Mocks):
             "locations": [az for _, az in offered],
             "locationTypes": [args.get("locationType")] * len(offered),
         }
+
+    def _clusters(self, args: dict) -> dict:
+        # A new stack: EKS has none of its clusters yet (tests override this for a stack that exists).
+        return {"id": self.region, "names": []}
 
     def _get_subnet(self, args: dict) -> dict:
         # Existing subnets are assumed to lie where the stack says; tests override this to exercise the check.

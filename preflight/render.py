@@ -46,16 +46,18 @@ def tree(plan: Plan) -> str:
     for key, value in sorted(plan.outputs.items()):
         shown = value if isinstance(value, str) else _short(value)
         lines.append(f"    {key + ':':<{width}}{shown}")
-    return "\n".join(lines + trainium_addresses(plan.outputs.get("trainiumNodeGroups")))
+    return "\n".join(
+        lines + trainium_addresses(plan.outputs.get("trainiumNodeGroups"), plan.outputs.get("trainiumPrivateIpsPerNode"))
+    )
 
 
-def trainium_addresses(node_groups) -> list[str]:
+def trainium_addresses(node_groups, private_ips_per_node) -> list[str]:
     """What each Trainium node takes from the Trainium subnet (the outputs above truncate it)."""
-    if not isinstance(node_groups, list) or not node_groups:
+    if not isinstance(node_groups, list) or not node_groups or not isinstance(private_ips_per_node, dict):
         return []
     lines = ["", "Private IPs the Trainium nodes' interfaces take (the VPC CNI's pod and warm IPs come on top):"]
     for group in node_groups:
-        per_node, most = int(group["privateIpsPerNode"]), int(group["maxSize"])
+        per_node, most = int(private_ips_per_node[group["name"]]), int(group["maxSize"])
         lines.append(
             f"    {group['name']}: {per_node} per {group['instanceType']} node "
             f"({int(group['efaInterfacesPerNode'])} EFA devices), {per_node * most} at maxSize {most}"

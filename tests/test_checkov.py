@@ -21,7 +21,7 @@ from support import STACKS, cached_plan, kubernetes_objects, manifest
 from preflight.stackfile import REPO_ROOT
 
 SKIPS = {
-    "CKV_K8S_43": "no upstream source states the etcd and TensorBoard image digests: exact tags (versions.py), never a guess",
+    "CKV_K8S_43": "etcd's and TensorBoard's digests cannot be read here (no registry) nor from an upstream source: exact tags",
     "CKV_K8S_15": "images are pinned by exact tag; Always would make every etcd or TensorBoard restart need the registry",
     "CKV_DOCKER_2": "the kubelet ignores an image's HEALTHCHECK and runs the pod's probes; a training job serves nothing",
     "CKV_DOCKER_3": "the training image runs as root: the FSx volume it writes is root-owned (training/Dockerfile says why)",

@@ -1,16 +1,15 @@
 """The deploy path: each stack's CI runner lives in its private subnets with least privilege, the cluster admits
-it, the workflows run every stack's preview and up on it, and the documented bootstrap creates it first."""
+it, and the workflows run every stack's preview and up on it (the bootstrap step that creates it first:
+test_bootstrap.py)."""
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 
 import pytest
-from support import STACKS, cached_plan, evaluate, one, settings
+from support import STACKS, evaluate, one, settings
 
-from components.deploy_runner import bootstrap_targets
 from preflight import workflows
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import tokens
@@ -149,37 +148,3 @@ def test_a_private_stack_without_a_runner_fails():
     problems = workflows.unreachable(jobs, configs(ciRunnerRepository="", ciRunnerConnectionArn=""))
     assert len(problems) == 2  # prod's preview and up
     assert all("of prod, whose API endpoint is private" in p and "set ciRunnerRepository" in p for p in problems)
-
-
-# --- the bootstrap: a new private stack's first, targeted step creates the network and the runner ---------------
-
-
-def matches(pattern: str, urn: str) -> bool:
-    """Pulumi's URN wildcards ("Targeted updates"): `**` across segments, `*` within one (never across ':')."""
-    regex = "".join(
-        ".*" if part == "**" else "[^:]*" if part == "*" else re.escape(part) for part in re.split(r"(\*\*|\*)", pattern)
-    )
-    return re.fullmatch(regex, urn) is not None
-
-
-def test_the_bootstrap_targets_create_the_runner_and_everything_it_needs_but_no_cluster():
-    plan = cached_plan("prod", True)
-    patterns = bootstrap_targets("prod", plan.project)
-    targeted = {r.urn for r in plan.resources if any(matches(p, r.urn) for p in patterns)}
-    resources = {r.urn: r for r in plan.resources}
-    assert {runner_of(plan).urn, one(plan.find(tokens.CODEBUILD_WEBHOOK)).urn, one(plan.find(tokens.EC2_VPC)).urn} <= targeted
-    assert all(tokens.EC2_NAT_GATEWAY not in urn or urn in targeted for urn in resources)  # the runner's way out
-    assert not [u for u in targeted if resources[u].type in (tokens.EKS_COMPONENT_CLUSTER, tokens.EKS_NODE_GROUP)]
-    assert not [u for u in targeted if resources[u].type.startswith("kubernetes:")]
-    # A new stack has no state to fill untargeted inputs from: every parent and dependency must be targeted too.
-    for urn in targeted:
-        resource = resources[urn]
-        needed = {resource.parent, *resource.dependencies, *(d for deps in resource.property_dependencies.values() for d in deps)}
-        missing = {u for u in needed if u and resources[u].type != tokens.PULUMI_STACK and u not in targeted}
-        assert not missing, (urn, missing)
-
-
-def test_the_readme_documents_the_bootstrap_commands():
-    readme = (REPO_ROOT / "README.md").read_text()
-    for pattern in bootstrap_targets("prod", "trainium-eks"):
-        assert f"--target '{pattern}'" in readme

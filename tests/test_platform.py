@@ -50,6 +50,16 @@ def test_contract_keys_are_stable(stack_plan):
     assert PlatformContract.from_outputs(stack_plan.outputs).cluster_name == stack_plan.outputs["clusterName"]
 
 
+def test_a_newer_minor_may_add_keys_at_any_depth(stack_plan):
+    """A reader of this version accepts a platform whose next minor version added keys, top level or in entries."""
+    newer = json.loads(json.dumps(stack_plan.outputs))
+    newer["someLaterKey"] = "x"
+    for group in newer["trainiumNodeGroups"]:
+        group["someLaterField"] = 1
+    contract = PlatformContract.from_outputs(newer)
+    assert [g.name for g in contract.node_groups] == [g["name"] for g in stack_plan.outputs["trainiumNodeGroups"]]
+
+
 def test_the_readme_lists_the_contract_as_declared():
     from preflight.stackfile import REPO_ROOT
 

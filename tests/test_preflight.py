@@ -53,8 +53,9 @@ def test_tree_shows_nesting_and_a_summary():
 
 def test_plan_text_shows_the_private_ips_of_each_trainium_node_group():
     text = run_preflight("plan", "prod").stdout
-    (group,) = json.loads(run_preflight("plan", "prod", "--json").stdout)["outputs"]["trainiumNodeGroups"]
-    per_node, most = int(group["privateIpsPerNode"]), int(group["maxSize"])
+    outputs = json.loads(run_preflight("plan", "prod", "--json").stdout)["outputs"]
+    (group,) = outputs["trainiumNodeGroups"]
+    per_node, most = int(outputs["trainiumPrivateIpsPerNode"][group["name"]]), int(group["maxSize"])
     assert f"{group['name']}: {per_node} per {group['instanceType']} node" in text
     assert f"{per_node * most} at maxSize {most}" in text
     assert per_node < group["efaInterfacesPerNode"]  # EFA-only interfaces: fewer addresses than EFA devices

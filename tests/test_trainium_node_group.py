@@ -66,7 +66,7 @@ def test_efa_only_layout_takes_one_private_ip_per_node_whatever_the_card_count(i
     with_address = [i for i in lt.inputs["networkInterfaces"] if i["interfaceType"] != catalog.EFA_ONLY_INTERFACE]
     assert len(with_address) == 1  # only the primary ENA interface; the cards' EFA devices are EFA-only
     (entry,) = plan.outputs["trainiumNodeGroups"]
-    assert entry["privateIpsPerNode"] == len(with_address)
+    assert plan.outputs["trainiumPrivateIpsPerNode"] == {entry["name"]: len(with_address)}
     assert entry["efaInterfacesPerNode"] == catalog.INSTANCE_TYPES[instance_type].network_cards
 
 

@@ -29,7 +29,8 @@ class ContractError(Exception):
 
 
 class Entry(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # A newer minor version may add keys inside entries too, as at the top level: a reader accepts and ignores them.
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
 
 class NodeGroup(Entry):
@@ -41,9 +42,6 @@ class NodeGroup(Entry):
     neuron_devices_per_node: PositiveInt = Field(alias="neuronDevicesPerNode")
     neuron_cores_per_node: PositiveInt = Field(alias="neuronCoresPerNode")
     efa_interfaces_per_node: NonNegativeInt = Field(alias="efaInterfacesPerNode")
-    # 1.2.0: private IPv4 addresses one node's interfaces take from the Trainium subnet (the VPC CNI's pod IPs not
-    # counted); absent from older platforms.
-    private_ips_per_node: PositiveInt | None = since("1.2.0", default=None, alias="privateIpsPerNode")
     vcpus_per_node: PositiveInt = Field(alias="vcpusPerNode")
     memory_gib_per_node: PositiveInt = Field(alias="memoryGiBPerNode")
     node_selector: dict[StrictStr, StrictStr] = Field(alias="nodeSelector")
@@ -103,6 +101,12 @@ class PlatformContract(BaseModel):
     tensorboard_log_path: Text = since(FIRST, alias="tensorboardLogPath")
     ecr_repository_url: Text = since(FIRST, alias="ecrRepositoryUrl")
     tensorboard_service: Text = since(FIRST, alias="tensorboardService")  # empty when TensorBoard is off
+    # The private IPv4 addresses one node of each Trainium node group takes from the Trainium subnet through its
+    # interfaces (the VPC CNI's pod and warm IPs come on top); a key of its own, so that 1.1.0 readers, whose
+    # node-group entries refuse unknown keys, still read a 1.2.0 platform.
+    trainium_private_ips_per_node: dict[StrictStr, PositiveInt] | None = since(
+        "1.2.0", default=None, alias="trainiumPrivateIpsPerNode"
+    )
 
     @property
     def version(self) -> str:

@@ -6,7 +6,7 @@ component and test takes them from here.
 
 from __future__ import annotations
 
-# The platform component __main__.py creates: its name is part of every URN (and of the bootstrap's targets).
+# The platform component __main__.py creates: its name is part of every URN, the bootstrap step's included.
 PLATFORM_NAME = "trainium"
 
 # Node labels set by the node groups and used as nodeSelectors by the add-ons.

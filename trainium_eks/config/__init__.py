@@ -11,10 +11,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainium_eks import catalog
 from trainium_eks.config import rules
@@ -57,6 +57,8 @@ __all__ = [
     "SchedulingConfig",
     "StorageConfig",
     "TrainiumNodeGroupConfig",
+    "BOOTSTRAP_VARIABLE",
+    "bootstrap_step",
     "declarations",
     "from_pulumi",
     "parse",
@@ -101,6 +103,34 @@ def parse(raw_config: Mapping[str, Any], *, stack: str, project_file: Path = PRO
         f"use one of {', '.join(catalog.REGIONS)} or add the region to trainium_eks/catalog.py",
     )
     return rules.platform(stack_input, project=project, stack=stack, region=region, key=lambda name: prefix + name)
+
+
+# A new private stack's first step (README, "Deploying from CI"): only the network and the deploy runner.
+BOOTSTRAP_VARIABLE = "TRAINIUM_EKS_BOOTSTRAP"
+DEPLOY_RUNNER_STEP = "deploy-runner"
+
+
+class _BootstrapEnvironment(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    step: Literal["", "deploy-runner"] = Field("", alias=BOOTSTRAP_VARIABLE)
+
+
+def bootstrap_step(environ: Mapping[str, str], config: PlatformConfig) -> bool:
+    """True when ``TRAINIUM_EKS_BOOTSTRAP=deploy-runner`` asks for the deploy runner's step alone."""
+    try:
+        step = _BootstrapEnvironment.model_validate(dict(environ)).step
+    except ValidationError:
+        value = environ.get(BOOTSTRAP_VARIABLE, "")
+        problem, fix = f"'{value}' is not a bootstrap step", f"set it to {DEPLOY_RUNNER_STEP} or unset it"
+        raise ConfigError(BOOTSTRAP_VARIABLE, problem, fix) from None
+    if step and config.deploy_runner is None:
+        raise ConfigError(
+            BOOTSTRAP_VARIABLE,
+            "set, but the stack has no deploy runner",
+            "set ciRunnerRepository and ciRunnerConnectionArn in the stack file first",
+        )
+    return bool(step)
 
 
 def from_pulumi() -> PlatformConfig:
