@@ -82,7 +82,9 @@ def service_role_policy(cfg: DeployRunnerConfig, region: str, subnet_ids: list[s
             {
                 "Sid": "GitHubConnection",
                 "Effect": "Allow",
-                "Action": ["codeconnections:GetConnection", "codeconnections:GetConnectionToken"],
+                # The actions' service prefix must be the connection ARN's, codeconnections or (before the rename)
+                # codestar-connections (Developer Tools console guide, identity and access management).
+                "Action": [f"{cfg.connection_service}:GetConnection", f"{cfg.connection_service}:GetConnectionToken"],
                 "Resource": cfg.connection_arn,
             },
         ],

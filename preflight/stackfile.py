@@ -94,6 +94,15 @@ class StackFileLoader(yaml.SafeLoader):
 
 
 StackFileLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+# Booleans as the CLI's decoder reads them into interface{}: true and false alone (in three spellings); YAML 1.1's
+# yes, no, on and off stay strings (gopkg.in/yaml.v3 README, "Compatibility"). PyYAML would read them as booleans.
+StackFileLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+StackFileLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 
 def _plain(value: Any, where: str = "") -> str | None:

@@ -193,6 +193,16 @@ def declarations_type(spec: dict) -> str:
     return config_types.Declaration.model_validate(spec).full_type_name
 
 
+def test_yaml_1_1_booleans_stay_strings_as_the_cli_reads_them(tmp_path):
+    text = (REPO_ROOT / "stacks" / "Pulumi.staging.yaml").read_text() + "  trainium-eks:tensorboard: yes\n"
+    stack_file = tmp_path / "Pulumi.staging.yaml"
+    stack_file.write_text(text)
+    with pytest.raises(stackfile.StackFileError, match="'trainium-eks:tensorboard' must be of type 'boolean'"):
+        stackfile.load("staging", stack_file=stack_file)
+    stack_file.write_text(text.replace("tensorboard: yes", "tensorboard: True"))
+    assert stackfile.load("staging", stack_file=stack_file).config["trainium-eks:tensorboard"] == "true"
+
+
 @pytest.mark.parametrize(
     ("value", "words"),
     [

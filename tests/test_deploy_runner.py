@@ -148,3 +148,13 @@ def test_a_private_stack_without_a_runner_fails():
     problems = workflows.unreachable(jobs, configs(ciRunnerRepository="", ciRunnerConnectionArn=""))
     assert len(problems) == 2  # prod's preview and up
     assert all("of prod, whose API endpoint is private" in p and "set ciRunnerRepository" in p for p in problems)
+
+
+@pytest.mark.parametrize("service", ["codeconnections", "codestar-connections"])
+def test_the_connection_actions_carry_the_connection_arns_own_service_prefix(service):
+    arn = f"arn:aws:{service}:us-west-2:111122223333:connection/9c8b7a6d-5e4f-4d3c-8b2a-1f0e9d8c7b6a"
+    (statement,) = [
+        s for s in service_policy(evaluate("prod", ciRunnerConnectionArn=arn))["Statement"] if s["Sid"] == "GitHubConnection"
+    ]
+    assert {action.split(":")[0] for action in statement["Action"]} == {service}
+    assert statement["Resource"] == arn

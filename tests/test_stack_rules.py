@@ -106,6 +106,9 @@ def test_topology_rules_pass_a_sound_stack_and_catch_each_change():
     stack["subnet"].props["availabilityZoneId"] = "use1-az1"
     expect(topology.az_offers_instance_type(graph, {}), "use1-az1 (us-east-1) does not offer trn1.32xlarge")
     expect(topology.efa_interface_per_network_card(graph, {}))
+    del stack["template"].props["networkInterfaces"][0]["interfaceType"]  # EC2's default type is the ENA interface
+    expect(topology.efa_interface_per_network_card(graph, {}))
+    stack["template"].props["networkInterfaces"][0]["interfaceType"] = "interface"
     stack["template"].props["networkInterfaces"].append(dict(stack["template"].props["networkInterfaces"][8]))
     expect(topology.efa_interface_per_network_card(graph, {}), "two interfaces at one network card and device index")
     stack["template"].props["networkInterfaces"].pop()

@@ -87,7 +87,11 @@ def efa_interface_per_network_card(graph: Graph, config: dict) -> Iterator[Viola
         if interfaces is None:
             continue
         template = describe(group.launch_template)
-        found = {(int(i.get("networkCardIndex", 0)), int(i.get("deviceIndex", -1))): i.get("interfaceType") for i in interfaces}
+        # EC2 takes an interface without a type as a plain ENA interface.
+        found = {
+            (int(i.get("networkCardIndex", 0)), int(i.get("deviceIndex", -1))): i.get("interfaceType") or catalog.ENA_INTERFACE
+            for i in interfaces
+        }
         if len(found) < len(interfaces):
             yield Violation(group.launch_template.urn, f"{template} attaches two interfaces at one network card and device index")
         efa_cards = sorted({card for (card, _), kind in found.items() if kind in catalog.EFA_INTERFACE_TYPES})
@@ -103,7 +107,7 @@ def efa_interface_per_network_card(graph: Graph, config: dict) -> Iterator[Viola
                 yield Violation(
                     group.launch_template.urn,
                     f"{template} has {_kind(found.get((card, device)))} at network card {card} device index {device} "
-                    f"where the EC2-recommended layout for {group.spec.name} (hardware catalog) has "
+                    f"where the hardware catalog's layout for {group.spec.name} (EC2's recommended one) has "
                     f"{_kind(expected.get((card, device)))}",
                 )
 

@@ -96,6 +96,11 @@ class DeployRunnerConfig:
     connection_arn: str
 
     @property
+    def connection_service(self) -> str:
+        """``codeconnections``, or ``codestar-connections`` for a connection made before the service's rename."""
+        return self.connection_arn.split(":")[2]
+
+    @property
     def runs_on(self) -> str:
         """The `runs-on` label of a job for this runner: CodeBuild starts one build per queued job that names the
         project (AWS CodeBuild User Guide, "Tutorial: Configure a CodeBuild-hosted GitHub Actions runner")."""
