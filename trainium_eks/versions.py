@@ -33,15 +33,18 @@ EFA_DEVICE_PLUGIN_CHART = HelmChart(
     chart="aws-efa-k8s-device-plugin", version="v0.5.30", repository="https://aws.github.io/eks-charts", app_version="v0.5.20"
 )
 
-# The chart's image.repository defaults to the us-west-2 copy (eks-charts v0.5.30 values.yaml; its DaemonSet pulls
-# image.repository:image.tag, with the tag defaulting to the appVersion); the platform points it at
-# the stack's own region instead (components/device_plugins.py), so nodes never pull across regions.
+# The chart's image.repository defaults to the us-west-2 copy (eks-charts v0.5.30 values.yaml, whose image.tag is
+# set to v0.5.20, the appVersion; its DaemonSet pulls image.repository:image.tag); the platform points it at the
+# stack's own region instead (components/device_plugins.py), so nodes never pull across regions.
 EFA_DEVICE_PLUGIN_IMAGE_REPOSITORY = "eks/aws-efa-k8s-device-plugin"
 
 # The ECR registry account that serves the EKS-published images in each region the catalog supports
 # (awsdocs/amazon-eks-user-guide add-ons-images.adoc, "View Amazon container image registries for Amazon EKS
-# add-ons": EKS replicates these images to every region it supports; opt-in regions use other accounts and are
-# left out until the catalog supports one). The Neuron chart's images come from public.ecr.aws, which is one
+# add-ons": EKS replicates its add-on images to every region it supports; opt-in regions use other accounts and are
+# left out until the catalog supports one). That the EFA plugin's image is replicated with them is an inference
+# from the chart's own default, the same account and path in us-west-2: the page does not name the plugin. Before a
+# stack's first deploy to a region, `aws ecr describe-images --registry-id <account> --repository-name
+# eks/aws-efa-k8s-device-plugin --region <region>` confirms it. The Neuron chart's images come from public.ecr.aws, which is one
 # global registry, so they need no regional choice.
 EKS_IMAGE_REGISTRY_ACCOUNTS = {"us-east-1": "602401143452", "us-east-2": "602401143452", "us-west-2": "602401143452"}
 

@@ -1,8 +1,9 @@
 """Image provenance rules: EKS-published images come from the stack's own region.
 
-EKS replicates the images it publishes (add-ons, the EFA device plugin) to a registry in every region it supports
-(EKS User Guide, "View Amazon container image registries for Amazon EKS add-ons"), so a node never needs to pull
-one across regions; a chart's default (the EFA plugin's is us-west-2's) would make every other stack do so.
+EKS replicates the images it publishes to a registry in every region it supports (EKS User Guide, "View Amazon
+container image registries for Amazon EKS add-ons"; that the EFA device plugin's image is among them is an
+inference, see trainium_eks/versions.py), so a node need not pull one across regions; a chart's default (the EFA
+plugin's is us-west-2's) would make every other stack do so.
 """
 
 from __future__ import annotations
