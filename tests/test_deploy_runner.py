@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import textwrap
 
 import pytest
 from support import STACKS, evaluate, one, settings
@@ -158,3 +159,134 @@ def test_the_connection_actions_carry_the_connection_arns_own_service_prefix(ser
     ]
     assert {action.split(":")[0] for action in statement["Action"]} == {service}
     assert statement["Resource"] == arn
+
+
+# --- the workflow reader: every shape that runs Pulumi is read, and what it cannot resolve is a finding -------
+
+PROD_RUNNER = "codebuild-trainium-eks-prod-deploy-${{ github.run_id }}-${{ github.run_attempt }}"
+ACTION_UP = """
+  - uses: pulumi/actions@v7
+    with:
+      command: up
+      stack-name: {stack}
+"""
+
+
+def workflow_file(job: str, on: str = "push") -> str:
+    """A workflow of one job ``deploy`` whose body is ``job`` (YAML, indented as a job's keys)."""
+    return f"on: {on}\njobs:\n  deploy:\n{textwrap.indent(textwrap.dedent(job).strip(), '    ')}\n"
+
+
+def steps_on(runs_on: str, *steps: str) -> str:
+    return f"runs-on: {runs_on}\nsteps:" + "".join(steps)
+
+
+def run_step(script: str) -> str:
+    return f"\n  - run: {script}\n"
+
+
+def problems_in(tmp_path, files: dict[str, str]) -> list[str]:
+    directory = tmp_path / "workflows"
+    directory.mkdir()
+    for name, text in files.items():
+        (directory / name).write_text(text)
+    return workflows.unreachable(workflows.stack_jobs(workflows.load(directory), "trainium-eks"), configs())
+
+
+@pytest.mark.parametrize(
+    ("job", "expected"),
+    [
+        # 1. a plain matrix axis
+        (
+            "strategy: {matrix: {stack: [prod]}}\n"
+            + steps_on("ubuntu-24.04", ACTION_UP.format(stack="org/trainium-eks/${{ matrix.stack }}")),
+            "deploy.yml deploy: `pulumi up` of prod runs on ubuntu-24.04",
+        ),
+        # 2. a bare stack name
+        (steps_on("ubuntu-24.04", ACTION_UP.format(stack="prod")), "deploy.yml deploy: `pulumi up` of prod runs on ubuntu-24.04"),
+        # 3. the Pulumi CLI in run: scripts, with -s, with --stack after a global flag, with no stack at all
+        (steps_on("ubuntu-24.04", run_step("pulumi up -s prod --yes")), "`pulumi up` of prod runs on ubuntu-24.04"),
+        (
+            steps_on("ubuntu-24.04", run_step("|\n      make deps\n      pulumi --cwd . preview --stack prod")),
+            "`pulumi preview` of prod runs on ubuntu-24.04",
+        ),
+        (
+            steps_on(PROD_RUNNER, "\n  - env: {PULUMI_STACK: prod}\n    run: pulumi up --yes\n"),
+            "`pulumi up` of the selected stack, which is none of the stacks",
+        ),
+        # 5. runs-on as a group, a group without labels, a list, an expression nothing resolves
+        (steps_on("{group: deploy, labels: [ubuntu-24.04]}", run_step("pulumi up -s prod")), "runs on ubuntu-24.04, outside"),
+        (steps_on("{group: deploy}", run_step("pulumi up -s prod")), "of prod runs on no runner label, outside"),
+        (steps_on("[self-hosted, linux]", run_step("pulumi up -s prod")), "of prod runs on self-hosted, linux, outside"),
+        (steps_on("${{ matrix.runner }}", run_step("pulumi up -s prod")), "of prod runs on ${{ matrix.runner }}, outside"),
+        # a stack that is none of ours, another project's, or one only a caller could name
+        (steps_on(PROD_RUNNER, run_step("pulumi up -s qa")), "of qa, which is none of the stacks"),
+        (steps_on(PROD_RUNNER, ACTION_UP.format(stack="org/other/prod")), "of org/other/prod, which is none of the stacks"),
+        (steps_on(PROD_RUNNER, run_step("pulumi up -s ${{ inputs.stack }}")), "of ${{inputs.stack}}, which is none of"),
+    ],
+    ids=[
+        "matrix-axis",
+        "bare-stack-name",
+        "cli-up-s",
+        "cli-preview-stack-after-global-flag",
+        "cli-without-stack",
+        "runs-on-group",
+        "runs-on-group-without-labels",
+        "runs-on-list",
+        "runs-on-unresolved",
+        "unknown-stack",
+        "another-projects-stack",
+        "stack-from-inputs-without-caller",
+    ],
+)
+def test_a_pulumi_run_the_check_cannot_place_on_the_stacks_runner_is_a_finding(tmp_path, job, expected):
+    problems = problems_in(tmp_path, {"deploy.yml": workflow_file(job)})
+    assert any(expected in p for p in problems), problems
+
+
+def test_a_callers_own_matrix_is_expanded_into_the_reusable_workflow(tmp_path):
+    caller = """
+        uses: ./.github/workflows/pulumi-up.yml
+        strategy: {matrix: {stack: [prod]}}
+        with: {stack: "${{ matrix.stack }}", region: us-west-2, runner: ubuntu-24.04}
+        """
+    problems = problems_in(
+        tmp_path, {"deploy.yml": workflow_file(caller), "pulumi-up.yml": (WORKFLOWS / "pulumi-up.yml").read_text()}
+    )
+    assert "deploy.yml deploy -> pulumi-up.yml up: `pulumi up` of prod runs on ubuntu-24.04, outside" in "\n".join(problems)
+
+
+def test_a_yaml_workflow_is_read_too(tmp_path):
+    problems = problems_in(tmp_path, {"deploy.yaml": workflow_file(steps_on("ubuntu-24.04", ACTION_UP.format(stack="prod")))})
+    assert [p.split(":")[0] for p in problems] == ["deploy.yaml deploy"]
+
+
+def test_the_matrix_is_its_axes_minus_exclude_with_include_added(tmp_path):
+    job = workflow_file(
+        "strategy:\n  matrix:\n    stack: [dev, prod]\n    exclude: [{stack: dev}]\n"
+        "    include: [{stack: prod, runner: ubuntu-24.04}, {stack: staging, runner: ubuntu-22.04}]\n"
+        + steps_on("${{ matrix.runner }}", run_step("pulumi preview -s ${{ matrix.stack }}"))
+    )
+    # dev is excluded; prod gets its runner added; staging matches no combination, so it becomes one of its own.
+    assert [p.split(" runs on ")[0] for p in problems_in(tmp_path, {"deploy.yml": job})] == [
+        "deploy.yml deploy: `pulumi preview` of prod",
+        "deploy.yml deploy: `pulumi preview` of staging",
+    ]
+
+
+def test_a_runner_label_matches_whatever_the_whitespace_inside_its_expressions(tmp_path):
+    label = "codebuild-trainium-eks-prod-deploy-${{github.run_id}}-${{  github.run_attempt}}"
+    assert (
+        problems_in(tmp_path, {"deploy.yml": workflow_file(steps_on(label, ACTION_UP.format(stack="org/trainium-eks/prod")))})
+        == []
+    )
+
+
+def test_a_workflow_the_check_cannot_read_is_one_clear_error(tmp_path):
+    with pytest.raises(workflows.WorkflowError, match=r"deploy\.yml: not a readable workflow \(jobs\.deploy\.steps"):
+        problems_in(tmp_path, {"deploy.yml": "on: push\njobs:\n  deploy:\n    runs-on: x\n    steps: {run: ls}\n"})
+
+
+def test_a_call_to_a_missing_workflow_is_one_clear_error(tmp_path):
+    with pytest.raises(workflows.WorkflowError, match="deploy.yml deploy: calls ./.github/workflows/gone.yml"):
+        problems_in(tmp_path, {"deploy.yml": workflow_file("uses: ./.github/workflows/gone.yml")})
