@@ -96,6 +96,23 @@ def _batch_job(contract: PlatformContract, name: str, pods: int, pod_spec: dict,
     }
 
 
+# A check runs once: a rerun after a failure (a bandwidth below the floor, a wrong sum) could end in one lucky pass.
+# Any failed or evicted pod ends the job with TerminateJob: Volcano kills the other pods, keeps the failed one for its
+# log and leaves the job Terminated, a finished phase that cannot be resumed (AbortJob's Aborted can be, by ResumeJob:
+# Volcano 1.15 batch/v1alpha1 job.go phases, bus/v1alpha1 actions.go, controllers/job/state/). No policy restarts the
+# job, and maxRetry is 1, not 0: Volcano's admission webhook replaces 0 by its default 3 (webhooks/admission/jobs/
+# mutate/mutate_job.go), while 1 fails the job on any restart (state/restarting.go: RetryCount >= maxRetry).
+CHECK_RESTARTS = 1
+CHECK_LIFECYCLE = [{"event": "PodFailed", "action": "TerminateJob"}, {"event": "PodEvicted", "action": "TerminateJob"}]
+
+
+def run_once(job: dict) -> dict:
+    """The Volcano Job with the one-shot lifecycle of a check in place of the training job's restarts."""
+    job["spec"]["maxRetry"] = CHECK_RESTARTS
+    job["spec"]["policies"] = [dict(policy) for policy in CHECK_LIFECYCLE]
+    return job
+
+
 def _on_trainium(contract: PlatformContract, group, container: dict, volumes: list | None = None) -> dict:
     return {
         "nodeSelector": dict(group.node_selector),
@@ -137,7 +154,7 @@ def efa_allreduce(contract: PlatformContract) -> dict:
     )
     for task in job["spec"]["tasks"]:  # writes its compiled graph to the cache on the shared volume
         hardened(task["template"]["spec"], SHARED_VOLUME_OWNER)
-    return job
+    return run_once(job)
 
 
 # efa-bandwidth. nccom-test runs a multi-node benchmark through MPI: given every host and NEURON_RT_ROOT_COMM_ID (the
@@ -156,7 +173,19 @@ NCCOM_SIZES = ("-b", "64MB", "-e", "2GB", "-f", "2", "-n", "20", "-w", "5", "-d"
 LAUNCHER_SHARE = {"cpu": 2, "mem_mb": 4096}  # nccom-test itself, mpirun and ssh; the nodes do the work
 # The nodes' pods run sshd, which starts as root and separates privileges (a chroot, a change of user), so they keep
 # the container runtime's default capabilities, which the job namespace's "baseline" level admits.
-SSHD = "ssh-keygen -A && mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e"  # host keys if the image has none
+# sshd starts each session with a fresh environment, so the ranks mpirun starts over SSH would lack the image's PATH
+# (/opt/aws/neuron/bin, Neuron's tools) and LD_LIBRARY_PATH (the Neuron and EFA libraries) and the pod's EFA and
+# Neuron variables. The pod writes them to /etc/environment before sshd starts: the openssh-server package of Debian,
+# and so of the image's Ubuntu 24.04, sets UsePAM yes (Ubuntu noble sshd_config(5)), and its /etc/pam.d/sshd (Debian
+# 12's 1:9.2p1-2+deb12u10, read here; Ubuntu's not) runs pam_env in the session, which reads KEY=VAL lines from
+# /etc/environment (pam_env(8)) in order, setting each, so an appended line replaces an earlier one (Linux-PAM
+# modules/pam_env/pam_env.c, _parse_env_file). nccom-test has no option to pass mpirun's -x (NCCOM-TEST User Guide,
+# "MPI Execution" and its option tables). Unverified on hardware: no Trainium node is reachable from here.
+FORWARDED_VARIABLES = r"^(PATH|LD_LIBRARY_PATH|(FI|CCOM|NEURON)_[A-Za-z0-9_]*)="
+SSHD = (
+    f"env | grep -E '{FORWARDED_VARIABLES}' >> /etc/environment && "
+    "ssh-keygen -A && mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e"  # host keys if the image has none
+)
 
 
 def _launcher_script(group: NodeGroup, floor: float) -> str:
@@ -219,14 +248,18 @@ def efa_bandwidth(contract: PlatformContract) -> dict:
             ),
         ],
     )
-    job = add_platform_scheduling(
-        sanitize_for_serialization(app_to_resource(app, queue=contract.queues[0], service_account=None)), contract, group
+    job = run_once(
+        add_platform_scheduling(
+            sanitize_for_serialization(app_to_resource(app, queue=contract.queues[0], service_account=None)), contract, group
+        )
     )
     job["spec"]["plugins"]["ssh"] = []
     for task in job["spec"]["tasks"]:
         spec = task["template"]["spec"]
         if task["name"].startswith(LAUNCHER):
-            task["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]  # the nodes' sshd never ends
+            # The nodes' sshd never ends, so the launcher's end ends the job: Completed when the check passes. A launcher
+            # that fails (exit 1 below the floor, 2 no result) meets the job's PodFailed policy: Terminated.
+            task["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]
             spec["containers"][0]["env"].append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
             hardened(spec, uid=0)  # as root, to read the key Volcano mounts at /root/.ssh
         else:

@@ -8,8 +8,13 @@ The figures are invented; only the layout follows the guide.
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
+
 import pytest
 
+from preflight.stackfile import REPO_ROOT
 from training import bus_bandwidth_check as check
 
 CURRENT = """\
@@ -43,9 +48,11 @@ def test_rows_are_read_by_column_name_whatever_the_columns():
     assert [row.bus_gib_per_s for row in check.parse_results(OLDER)] == [31.05, 45.15, 47.09]
 
 
-def test_the_line_rate_is_converted_from_gigabits_to_gibibytes_exactly():
-    assert check.gib_per_s(LINE_RATE_GBPS) * check.GIB * 8 == pytest.approx(LINE_RATE_GBPS * 1e9)
-    assert check.gib_per_s(LINE_RATE_GBPS) < LINE_RATE_GBPS / 8  # a GiB is more than a GB
+@pytest.mark.parametrize(("gbps", "gib_per_s"), [(800, 93.1323), (1600, 186.2645)])
+def test_the_line_rate_is_converted_from_gigabits_to_gibibytes(gbps, gib_per_s):
+    # Worked by hand: 800 Gbps = 800e9 bits/s = 100e9 bytes/s, and a GiB is 2**30 = 1,073,741,824 bytes, so
+    # 100e9 / 1,073,741,824 = 93.1323 GiB/s (the README's line rate); 1,600 Gbps is twice that.
+    assert check.gib_per_s(gbps) == pytest.approx(gib_per_s, abs=1e-4)
 
 
 def test_the_peak_over_message_sizes_is_judged_not_the_average():
@@ -91,3 +98,72 @@ def test_the_command_exits_by_the_verdict(tmp_path, capsys):
     results.write_text(FAILED)
     assert check.main([str(results), "--line-rate-gbps", "800", "--min-fraction", "0.3"]) == 2
     assert "error: nccom-test reported a failure" in capsys.readouterr().err
+
+
+def run_check(*args, stdin=b""):
+    return subprocess.run(
+        [sys.executable, "-m", "training.bus_bandwidth_check", *args],
+        cwd=REPO_ROOT,
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def test_results_on_standard_input_are_judged():
+    result = run_check("--line-rate-gbps", "800", "--min-fraction", "0.3", stdin=OLDER.encode())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().startswith("achieved 47.09 GiB/s")
+
+
+@pytest.mark.parametrize(
+    ("results", "options", "words"),
+    [
+        ("missing", ("800", "0.3"), "not found"),
+        ("latin1", ("800", "0.3"), "not UTF-8 text"),
+        ("directory", ("800", "0.3"), "is a directory"),
+        ("good", ("0", "0.3"), "--line-rate-gbps: '0' is not a finite number above 0"),
+        ("good", ("-800", "0.3"), "--line-rate-gbps: '-800' is not a finite number above 0"),
+        ("good", ("inf", "0.3"), "--line-rate-gbps: 'inf' is not a finite number"),
+        ("good", ("fast", "0.3"), "--line-rate-gbps: 'fast' is not a finite number"),
+        ("good", ("800", "nan"), "--min-fraction: 'nan' is not a finite number"),
+        ("good", ("800", "0"), "--min-fraction: '0' is not a finite number above 0"),
+        ("good", ("800", "-0.3"), "--min-fraction: '-0.3' is not a finite number above 0"),
+        ("good", ("800", "30"), "--min-fraction: '30' is more than 1"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, results, options, words):
+    path = tmp_path / results
+    if results == "latin1":
+        path.write_bytes(OLDER.replace("busbw(GB/s)", "busbw(GB/s) d\xe9bit").encode("latin-1"))
+    elif results == "directory":
+        path.mkdir()
+    elif results == "good":
+        path.write_text(OLDER)
+    line_rate, floor = options
+    result = run_check(str(path), "--line-rate-gbps", line_rate, "--min-fraction", floor)
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, (result.stdout, stderr)
+    assert stderr.count("\n") == 1 and words in stderr and "Traceback" not in stderr, stderr
+    assert result.stdout == b""
+
+
+def test_the_image_ships_every_platform_module_the_training_package_imports():
+    imported = set()
+    for source in (REPO_ROOT / "training").glob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "trainium_eks":
+                modules = [node.module] if node.module != "trainium_eks" else [f"trainium_eks.{a.name}" for a in node.names]
+                imported.update(modules)
+    assert "trainium_eks.cli" in imported  # the check's one-line usage errors
+    copied = {
+        path.removesuffix(".py").replace("/", ".")
+        for line in (REPO_ROOT / "training" / "Dockerfile").read_text().splitlines()
+        if line.startswith("COPY ") and "trainium_eks/" in line
+        for path in line.split()[1:-1]
+    }
+    allowed = {line[1:] for line in (REPO_ROOT / ".dockerignore").read_text().splitlines() if line.startswith("!")}
+    for module in imported:
+        path = module.replace(".", "/") + ".py"
+        assert module in copied and path in allowed, f"{module} is imported by training/ but not in the image"
+    assert "trainium_eks.__init__" in copied and "trainium_eks/__init__.py" in allowed

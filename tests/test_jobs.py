@@ -8,11 +8,12 @@ import json
 import subprocess
 import sys
 
+import jsonschema
 import kubernetes_validate
 import pytest
 from support import evaluate, run_preflight
 
-from jobs import acceptance
+from jobs import acceptance, launch
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import catalog, layout
 from trainium_eks.contract import ContractError, PlatformContract
@@ -45,6 +46,36 @@ def run_module(module, *args, env=None):
 
 
 ROLE_LABEL = "torchx.pytorch.org/role-name"
+# A Volcano Job's lifecycle policies as Volcano 1.15 admits them: the events its Job CRD lists
+# (config/crd/volcano/bases/batch.volcano.sh_jobs.yaml) and the actions its admission webhook lets a job name
+# (pkg/webhooks/admission/jobs/validate/util.go, policyActionMap), which also refuses an event twice in one list.
+VOLCANO_POLICIES_SCHEMA = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["event", "action"],
+        "properties": {
+            "event": {
+                "enum": [
+                    "*", "PodPending", "PodRunning", "PodFailed", "PodEvicted", "Unknown", "TaskCompleted", "OutOfSync",
+                    "CommandIssued", "JobUpdated", "TaskFailed",
+                ]
+            },
+            "action": {
+                "enum": [
+                    "AbortJob", "RestartJob", "RestartTask", "RestartPod", "RestartPartition", "TerminateJob", "CompleteJob",
+                    "ResumeJob",
+                ]
+            },
+        },
+    },
+}  # fmt: skip
+
+
+def assert_valid_policies(policies):
+    jsonschema.validate(policies, VOLCANO_POLICIES_SCHEMA)
+    assert len({policy["event"] for policy in policies}) == len(policies), policies
 
 
 def pod_templates(job):
@@ -326,3 +357,51 @@ def test_the_bandwidth_check_prints_its_manifest(tmp_path):
     assert result.returncode == 0, result.stderr
     job = json.loads(result.stdout)
     assert job["kind"] == "Job" and job["metadata"]["name"].startswith("acceptance-efa-bandwidth")
+
+
+def staging_contract():
+    return PlatformContract.from_outputs(json.loads(_outputs("staging")))
+
+
+def test_a_check_runs_once_and_a_failure_ends_its_job():
+    contract = staging_contract()
+    jobs = {name: build(contract) for name, build in acceptance.CHECKS.items()}
+    volcano = {name: job for name, job in jobs.items() if job["apiVersion"] == "batch.volcano.sh/v1alpha1"}
+    assert set(volcano) == {"efa-allreduce", "efa-bandwidth"}
+    for name, job in volcano.items():
+        assert job["spec"]["maxRetry"] == 1, name  # 0 would become Volcano's default 3
+        assert job["spec"]["policies"] == [
+            {"event": "PodFailed", "action": "TerminateJob"},
+            {"event": "PodEvicted", "action": "TerminateJob"},
+        ], name
+        for policies in [job["spec"]["policies"], *(task.get("policies", []) for task in job["spec"]["tasks"])]:
+            assert_valid_policies(policies)
+            assert "RestartJob" not in {policy["action"] for policy in policies}, name
+    for name, job in jobs.items():
+        if name not in volcano:
+            assert job["spec"]["backoffLimit"] == 0 and job["spec"]["template"]["spec"]["restartPolicy"] == "Never", name
+    # The training job keeps its restarts.
+    training = launch.volcano_job(contract, launch.JobRequest(name="berttrain"))
+    assert training["spec"]["maxRetry"] == launch.JOB_RESTARTS
+    assert {policy["action"] for policy in training["spec"]["policies"]} == {"RestartJob"}
+    assert_valid_policies(training["spec"]["policies"])
+
+
+def test_the_node_pods_hand_the_image_and_pod_environment_to_ssh_sessions(tmp_path):
+    job = acceptance.efa_bandwidth(staging_contract())
+    nodes = [task for task in job["spec"]["tasks"] if task["name"].startswith(acceptance.NODE)]
+    assert len(nodes) == 2
+    image_environment = {"PATH": "/opt/aws/neuron/bin:/usr/bin:/bin", "LD_LIBRARY_PATH": "/opt/aws/neuron/lib"}
+    for index, node in enumerate(nodes):
+        (container,) = node["template"]["spec"]["containers"]
+        script = container["command"][-1]
+        assert script.index(">> /etc/environment") < script.index("exec /usr/sbin/sshd")
+        # Run the part before sshd against a scratch file, with the pod's variables over the image's.
+        environment_file = tmp_path / f"environment-{index}"
+        writer = script[: script.index(" && ssh-keygen")].replace("/etc/environment", str(environment_file))
+        pod_environment = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+        subprocess.run(["bash", "-c", writer], env={**image_environment, "HOME": "/root", **pod_environment}, check=True)
+        written = dict(line.split("=", 1) for line in environment_file.read_text().splitlines())
+        forwarded = {k: v for k, v in pod_environment.items() if k.startswith(("FI_", "CCOM_", "NEURON_"))}
+        assert {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "CCOM_SOCKET_IFNAME"} <= set(forwarded)
+        assert written == {**image_environment, **forwarded}  # and nothing else (HOME stays the session's own)

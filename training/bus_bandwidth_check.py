@@ -12,17 +12,23 @@ per second (10**9 bits), so this converts exactly and prints GiB/s.
 
 The achieved figure is the peak bus bandwidth over the sizes measured: large messages reach the plateau the
 fabric allows, small ones measure latency, so the average nccom-test prints says nothing about line rate.
-Exit status: 0 at or above the floor, 1 below it, 2 when the output holds no result (or reports an error).
+Exit status: 0 at or above the floor, 1 below it, 2 when the output holds no result (or reports an error), the
+file cannot be read or an option is not a number in range (one line on stderr).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainium_eks import files  # the image ships trainium_eks/cli.py and files.py with the training package
+from trainium_eks.cli import OneLineParser, UsageError, one_line
+
 GIB = 2**30
+MAX_RESULTS_BYTES = 16 * 2**20  # nccom-test prints a line per message size: kilobytes
 SIZE_COLUMN = "size(B)"
 BUS_BANDWIDTH_COLUMN = "busbw(GB/s)"  # GiB/s
 FAILURE_MARKERS = ("Failure running", "errors found")
@@ -97,17 +103,38 @@ def judge(rows: list[Measurement], line_rate_gbps: float, min_fraction: float) -
     return Verdict(max(rows, key=lambda row: row.bus_gib_per_s), line_rate_gbps, min_fraction)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m training.bus_bandwidth_check", description=__doc__.splitlines()[0])
-    parser.add_argument("results", nargs="?", type=Path, help="nccom-test's output (default: standard input)")
-    parser.add_argument("--line-rate-gbps", type=float, required=True, help="EFA bandwidth of one node, in Gbps")
-    parser.add_argument("--min-fraction", type=float, required=True, help="the floor, as a fraction of the line rate")
-    args = parser.parse_args(argv)
-    text = args.results.read_text() if args.results else sys.stdin.read()
+def positive_number(text: str) -> float:
     try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number above 0")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = positive_number(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than 1; give the floor as a fraction in (0, 1], e.g. 0.3")
+    return value
+
+
+def parser() -> OneLineParser:
+    p = OneLineParser(prog="python -m training.bus_bandwidth_check", description=__doc__.splitlines()[0])
+    p.add_argument("results", nargs="?", type=Path, default=Path("/dev/stdin"), help="nccom-test's output (default: stdin)")
+    p.add_argument("--line-rate-gbps", type=positive_number, required=True, help="EFA bandwidth of one node, in Gbps")
+    p.add_argument("--min-fraction", type=fraction, required=True, help="the floor, as a fraction of the line rate")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
+        text = files.read_text(args.results, MAX_RESULTS_BYTES, "pass the output of nccom-test")
         verdict = judge(parse_results(text), args.line_rate_gbps, args.min_fraction)
-    except BenchmarkError as error:
-        print(f"error: {error}", file=sys.stderr)
+    except (UsageError, files.UnreadableFile, BenchmarkError) as error:
+        print(f"error: {one_line(str(error))}", file=sys.stderr)
         return 2
     print(verdict.report(), flush=True)
     return 0 if verdict.passed else 1
