@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from trainium_eks import files
 from trainium_eks.config import PlatformConfig
 
 PULUMI_ACTION = "pulumi/actions@"
@@ -34,6 +35,7 @@ DEPLOY_COMMANDS = frozenset({"up", "update", "preview", "pre"})
 # The CLI's global flags that take a value (`pulumi --help`): the word after one may be its value or the command.
 VALUE_FLAGS = frozenset({"-C", "--cwd", "--color", "--memprofilerate", "--profiling", "--tracing", "-v", "--verbose"})
 STACK_FLAGS = ("-s", "--stack")
+MAX_WORKFLOW_BYTES = 2**20  # the shipped workflows are a few KiB; this only bounds the read
 # `${{ matrix.x }}` and `${{ inputs.x }}`: the only expressions a stack's name or runner is resolved through.
 EXPRESSION = re.compile(r"\$\{\{\s*(matrix|inputs)\.([A-Za-z0-9_-]+)\s*\}\}")
 ANY_EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
@@ -126,11 +128,13 @@ def load(directory: Path) -> dict[str, Workflow]:
     workflows = {}
     for path in sorted([*directory.glob("*.yml"), *directory.glob("*.yaml")]):
         try:
-            data = yaml.safe_load(path.read_text())
+            data = yaml.safe_load(files.read_text(path, MAX_WORKFLOW_BYTES, "fix the workflow file"))
             if isinstance(data, dict) and True in data:
                 data["on"] = data.pop(True)  # YAML 1.1 reads the key `on` as true
             workflows[path.name] = Workflow.model_validate(data)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, ValidationError) as error:
+        except files.UnreadableFile as error:
+            raise WorkflowError(str(error)) from None
+        except (yaml.YAMLError, ValidationError) as error:
             raise WorkflowError(f"{path}: not a readable workflow ({_reason(error)}); fix the file") from None
     return workflows
 

@@ -1,6 +1,6 @@
 """Reading an input file safely: bounded in size, text only, every problem one line naming the file and the fix.
 
-Stack files, plan files and stack-output files all come from users; each reader calls ``read_text``.
+Stack files, plan files, stack-output files and workflow files all come from users; each reader calls ``read_text``.
 """
 
 from __future__ import annotations
