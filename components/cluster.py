@@ -18,20 +18,13 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from components.addons import eks_addon, service_account_addon
-from components.launch_template import LaunchTemplateArgs, node_launch_template
+from components.node_role import node_role as node_role_with_policies
+from components.node_template import NodeTemplate, launch_template
 from trainium_eks import layout, versions
 from trainium_eks.config import ClusterConfig
 
 CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
-# What every EKS node needs: join the cluster, pull images (EKS's node IAM role guide now names PullOnly, which
-# cannot list or describe repositories), be reachable by SSM (no SSH). The VPC CNI's permissions are not here:
-# the vpc-cni add-on gets them through its own service-account role, so pods cannot borrow them from the node.
-NODE_MANAGED_POLICIES = {
-    "worker": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-    "ecr": "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
-    "ssm": "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
-}
 VPC_CNI_SERVICE_ACCOUNT = "aws-node"
 VPC_CNI_POLICY = "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
 # The add-on's network policy agent enforces NetworkPolicy objects (EKS user guide, "Limit pod traffic with
@@ -126,28 +119,13 @@ class Cluster(pulumi.ComponentResource):
             opts=stateful,
         )
 
-        node_role = aws.iam.Role(
-            f"{name}-node",
-            description=f"Instance role of the managed node groups of {cfg.name}",
-            assume_role_policy=aws.iam.get_policy_document_output(
-                statements=[
-                    {
-                        "actions": ["sts:AssumeRole"],
-                        "principals": [{"type": "Service", "identifiers": ["ec2.amazonaws.com"]}],
-                    }
-                ]
-            ).json,
-            tags=tags,
-            opts=child,
+        node_role, attachments = node_role_with_policies(
+            f"{name}-node", description=f"Instance role of the managed node groups of {cfg.name}", tags=tags, parent=self
         )
-        attachments = [
-            aws.iam.RolePolicyAttachment(f"{name}-node-{short}", role=node_role.name, policy_arn=arn, opts=child)
-            for short, arn in NODE_MANAGED_POLICIES.items()
-        ]
 
-        system_template = node_launch_template(
+        system_template = launch_template(
             f"{name}-system",
-            LaunchTemplateArgs(
+            NodeTemplate(
                 description=f"System nodes of {cfg.name}",
                 root_volume_gib=SYSTEM_ROOT_VOLUME_GIB,
                 tags=tags,

@@ -17,6 +17,7 @@ def helm_release(
     values: dict,
     parent: pulumi.Resource,
     create_namespace: bool = False,
+    skip_crds: bool = False,
     depends_on: list | None = None,
 ) -> k8s.helm.v3.Release:
     """A Helm release of a pinned chart; the one place releases are built, so every one is pinned alike.
@@ -32,6 +33,7 @@ def helm_release(
         repository_opts={"repo": chart.repository} if chart.repository else None,
         namespace=namespace,
         create_namespace=create_namespace,
+        skip_crds=skip_crds or None,
         values=values,
         atomic=True,  # a failed install or upgrade rolls back instead of leaving half a release
         cleanup_on_fail=True,

@@ -12,13 +12,14 @@ from components.alarms import Alarms, AlarmsArgs
 from components.cluster import Cluster, ClusterArgs
 from components.deploy_runner import DeployRunner, DeployRunnerArgs, refuse_an_existing_cluster
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
+from components.karpenter import Karpenter, KarpenterArgs
 from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.observability import Observability, ObservabilityArgs
 from components.registry import Registry, RegistryArgs
 from components.scheduling import Scheduling, SchedulingArgs
 from components.storage import Storage, StorageArgs
-from components.trainium_node_group import TrainiumNodeGroup, TrainiumNodeGroupArgs
+from components.trainium_node_group import ElasticCapacity, TrainiumNodeGroup, TrainiumNodeGroupArgs
 from trainium_eks import layout
 from trainium_eks.config import PlatformConfig
 from trainium_eks.contract import CONTRACT_VERSION
@@ -89,6 +90,23 @@ class TrainiumPlatform(pulumi.ComponentResource):
             opts=child,
         )
         in_cluster = pulumi.ResourceOptions(parent=self, provider=cluster.provider)  # inherited by Kubernetes children
+        elastic = None
+        if any(group.elastic for group in config.trainium_node_groups):
+            karpenter = Karpenter(
+                f"{name}-karpenter",
+                KarpenterArgs(
+                    cluster_name=config.cluster.name,
+                    cluster_endpoint=cluster.endpoint,
+                    region=config.region,
+                    oidc_provider_arn=cluster.oidc_provider_arn,
+                    oidc_issuer=cluster.oidc_issuer,
+                    system_nodes=cluster.system_node_group,
+                    node_repair=config.node_health.repair is not None,
+                    tags=tags,
+                ),
+                opts=in_cluster,
+            )
+            elastic = ElasticCapacity(karpenter.node_role_name, cluster.provider, karpenter.controller)
         node_groups = [
             TrainiumNodeGroup(
                 f"{name}-{group.name}",
@@ -99,9 +117,11 @@ class TrainiumPlatform(pulumi.ComponentResource):
                     cluster_security_group_id=cluster.cluster_security_group_id,
                     vpc_id=network.vpc_id,
                     subnet_id=network.trainium_subnet_id,
+                    az_id=config.network.trainium_az_id,
                     tags=tags,
                     repair=config.node_health.repair,
                     depends_on=[*cluster.node_role_dependencies, *network.private_routing],
+                    elastic=elastic,
                 ),
                 opts=child,
             )
@@ -169,6 +189,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
             "trainiumAzId": network.trainium_az_id,
             "trainiumNodeGroups": [ng.contract_entry() for ng in node_groups],
             "trainiumPrivateIpsPerNode": {g.name: g.private_ips_per_node for g in config.trainium_node_groups},
+            "trainiumNodeGroupScaling": {ng.config.name: ng.scaling_entry() for ng in node_groups},
             "nodeTaints": [
                 {"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": layout.NEURON_TAINT_EFFECT_K8S}
             ],

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
+import yaml
 
 from components.kube import helm_release, system_node_selector
 from components.rendezvous import Rendezvous, RendezvousArgs
@@ -22,6 +23,38 @@ from trainium_eks import layout, versions
 from trainium_eks.config import QueueConfig, SchedulingConfig, TrainiumNodeGroupConfig
 
 VOLCANO_NAMESPACE = "volcano-system"
+
+# The scheduler's configuration: Volcano's default (chart release-1.15 config/volcano-scheduler.conf: actions
+# "enqueue, allocate, backfill"; tiers priority, gang, conformance | overcommit, drf, predicates, proportion,
+# nodeorder, binpack) without the enqueue action and the overcommit plugin, so that a job waiting for elastic
+# Trainium capacity gets pods Karpenter can see:
+# - With enqueue on, a PodGroup stays Pending while the cluster lacks idle capacity, and the job controller creates no
+#   pod until it is Inqueue (syncJob), so an autoscaler never sees a pending pod (volcano-sh/volcano#3910, #2558).
+#   Without enqueue, allocate moves a Pending PodGroup to Inqueue itself ("no enqueue action is configured":
+#   pkg/scheduler/actions/allocate/allocate.go, release-1.15; made optional for this in PR #2309). overcommit only
+#   votes in enqueue, so it goes too.
+# - Gang stays: allocate commits a job's placements only when gang's JobReady holds (minAvailable), else discards
+#   them; pods that fit no node get PodScheduled=False, reason Unschedulable, which is what Karpenter provisions for.
+#   backfill places request-less pods one by one; every pod of the platform's jobs has requests.
+# - The queues' capability stays a cap: proportion's AllocatableFn is checked per pod inside allocate.
+SCHEDULER_ACTIONS = "allocate, backfill"
+SCHEDULER_TIERS = [
+    {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False}, {"name": "conformance"}]},
+    {
+        "plugins": [
+            {"name": "drf", "enablePreemptable": False},
+            {"name": "predicates"},
+            {"name": "proportion"},
+            {"name": "nodeorder"},
+            {"name": "binpack"},
+        ]
+    },
+]
+
+
+def scheduler_config() -> str:
+    """The volcano-scheduler.conf the chart writes from ``custom.scheduler_config_override`` (templates/scheduler.yaml)."""
+    return yaml.safe_dump({"actions": SCHEDULER_ACTIONS, "tiers": SCHEDULER_TIERS}, sort_keys=False)
 
 
 @dataclass(frozen=True)
@@ -89,7 +122,10 @@ class Scheduling(pulumi.ComponentResource):
             create_namespace=True,
             values={
                 "basic": {"image_pull_policy": "IfNotPresent"},
-                "custom": {"default_ns": system_node_selector()},  # controllers stay off Trainium nodes
+                "custom": {
+                    "default_ns": system_node_selector(),  # controllers stay off Trainium nodes
+                    "scheduler_config_override": scheduler_config(),
+                },
             },
             parent=self,
             depends_on=[args.system_nodes],

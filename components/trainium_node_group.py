@@ -1,10 +1,15 @@
-"""Trainium node group: placement group, EFA security group, launch template and EKS managed node group.
+"""Trainium node group: its cluster placement group and EFA security group, then the nodes in one of two kinds.
 
-Built from ``pulumi_aws`` primitives rather than ``eks.ManagedNodeGroup`` so every part is a resource that
-tests and policies can read: the launch template attaches one EFA per network card of the instance type in the
-EC2-recommended layout from the hardware catalog (an ENA primary interface and EFA-only interfaces, so a node
-takes one private IP however many cards it has), the nodes sit in one subnet of one AZ inside a cluster placement
-group, and they carry the Neuron taint so that only Neuron workloads land on them.
+- ``managed``: an EC2 launch template and an EKS managed node group of a fixed size.
+- ``karpenter`` (elastic): a Karpenter EC2NodeClass and NodePool; no node runs until a job's pods wait for one, and
+  an empty node goes after the group's idle time.
+
+Both kinds are built from pulumi_aws and Kubernetes primitives, not ``eks.ManagedNodeGroup``, so every part is a
+resource that tests and policies can read, and both render one ``NodeTemplate`` (``components/node_template.py``):
+one EFA per network card of the instance type in the EC2-recommended layout from the hardware catalog (an ENA
+primary interface and EFA-only interfaces, so a node takes one private IP however many cards it has), one subnet of
+one AZ inside the group's cluster placement group, the same security groups, IMDS settings, root volume, labels and
+Neuron taint, and one pinned EKS Neuron AMI release (``nodeImageRelease``).
 """
 
 from __future__ import annotations
@@ -14,12 +19,30 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_kubernetes as k8s
 
-from components.launch_template import LaunchTemplateArgs, node_launch_template
+from components.node_template import NodeTemplate, ec2_node_class_spec, launch_template, reservation_facts
 from trainium_eks import layout
 from trainium_eks.config import NodeRepair, TrainiumNodeGroupConfig
 
 NEURON_AMI_TYPE = "AL2023_x86_64_NEURON"  # EKS-optimised AL2023 with the Neuron and EFA drivers
+# Karpenter's API groups and well-known labels (NodePool and EC2NodeClass CRDs v1.14.1; Karpenter docs,
+# "Well-Known Labels").
+KARPENTER_NODE_CLASS_API = "karpenter.k8s.aws/v1"
+KARPENTER_NODE_POOL_API = "karpenter.sh/v1"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
+CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+
+
+@dataclass(frozen=True)
+class ElasticCapacity:
+    """What an elastic (Karpenter) group needs from the cluster: Karpenter's node role, and Karpenter itself, whose
+    release brings the NodePool and EC2NodeClass CRDs and must exist before the pools."""
+
+    node_role_name: pulumi.Input[str]
+    provider: k8s.Provider
+    controller: pulumi.Resource
 
 
 @dataclass(frozen=True)
@@ -30,9 +53,11 @@ class TrainiumNodeGroupArgs:
     cluster_security_group_id: pulumi.Input[str]
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
+    az_id: str  # the Trainium subnet's AZ ID
     tags: Mapping[str, str]
     repair: NodeRepair | None  # EKS node auto repair; None: off
     depends_on: Sequence[pulumi.Resource] = ()
+    elastic: ElasticCapacity | None = None  # required by a karpenter group
 
 
 def node_repair_config(repair: NodeRepair | None) -> dict:
@@ -59,14 +84,49 @@ def node_labels(group: TrainiumNodeGroupConfig) -> dict[str, str]:
     return labels
 
 
+def node_pool_spec(group: TrainiumNodeGroupConfig, node_class: str, az_id: str) -> dict:
+    """The Karpenter NodePool of an elastic group: its nodes, its ceiling, and when an idle node goes.
+
+    ``limits.cpu`` is maxSize nodes' vCPUs: Karpenter launches no node that would pass a limit (Karpenter docs,
+    NodePools "spec.limits"), and a pool of one instance type reaches it at exactly maxSize nodes. Disruption:
+    ``WhenEmpty`` consolidates a node only once no pod of a workload runs on it, after the idle time
+    (``consolidateAfter``); the launcher's ``karpenter.sh/do-not-disrupt`` pods keep a training node from every
+    voluntary disruption; ``expireAfter: Never`` because expiry is forceful and would drain a node mid-job
+    (Karpenter docs, Disruption: "Expiration", "Pod-Level Controls").
+    """
+    capacity_type = "reserved" if group.capacity_reservation else "on-demand"
+    return {
+        "template": {
+            "metadata": {"labels": node_labels(group)},
+            "spec": {
+                "nodeClassRef": {"group": KARPENTER_NODE_CLASS_API.split("/")[0], "kind": "EC2NodeClass", "name": node_class},
+                "requirements": [
+                    {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [group.instance_type]},
+                    {"key": ZONE_ID_LABEL, "operator": "In", "values": [az_id]},
+                    {"key": CAPACITY_TYPE_LABEL, "operator": "In", "values": [capacity_type]},
+                ],
+                "taints": [
+                    {"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": layout.NEURON_TAINT_EFFECT_K8S}
+                ],
+                "expireAfter": "Never",
+            },
+        },
+        "limits": {"cpu": str(group.scaling.max_size * group.spec.vcpus)},
+        "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": f"{group.idle_minutes}m"},
+    }
+
+
 class TrainiumNodeGroup(pulumi.ComponentResource):
-    """One EKS managed node group of Trainium instances in a single AZ."""
+    """One group of Trainium nodes in a single AZ: an EKS managed node group, or an elastic Karpenter pool."""
 
     config: TrainiumNodeGroupConfig
-    node_group: aws.eks.NodeGroup
-    launch_template: aws.ec2.LaunchTemplate
+    template: NodeTemplate
     placement_group: aws.ec2.PlacementGroup | None
     efa_security_group: aws.ec2.SecurityGroup | None
+    node_group: aws.eks.NodeGroup | None  # managed
+    launch_template: aws.ec2.LaunchTemplate | None  # managed
+    node_pool: k8s.apiextensions.CustomResource | None  # elastic
+    node_class: k8s.apiextensions.CustomResource | None  # elastic
 
     def __init__(self, name: str, args: TrainiumNodeGroupArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainium-eks:compute:TrainiumNodeGroup", name, None, opts)
@@ -74,6 +134,7 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
         tags = dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
         self.config = group
+        self.node_group = self.launch_template = self.node_pool = self.node_class = None
 
         self.placement_group = None
         self.efa_security_group = None
@@ -98,24 +159,30 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
                 opts=child,
             )
 
-        self.launch_template = node_launch_template(
-            f"{name}-lt",
-            LaunchTemplateArgs(
-                description=f"{group.instance_type} nodes of {group.name} with {group.efa_interfaces} EFA interfaces",
-                root_volume_gib=group.root_volume_gib,
-                tags=tags,
-                interfaces=group.network_interfaces,
-                security_group_ids=(
-                    [args.cluster_security_group_id, self.efa_security_group.id] if self.efa_security_group else []
-                ),
-                placement_group_name=self.placement_group.name if self.placement_group else None,
-                capacity_reservation=group.capacity_reservation,
-                instance_tags={"Name": f"{group.name}"},
-            ),
-            parent=self,
+        self.template = NodeTemplate(
+            description=f"{group.instance_type} nodes of {group.name} with {group.efa_interfaces} EFA interfaces",
+            root_volume_gib=group.root_volume_gib,
+            tags=tags,
+            interfaces=group.network_interfaces,
+            security_group_ids=[
+                args.cluster_security_group_id,
+                *([self.efa_security_group.id] if self.efa_security_group else []),
+            ],
+            placement_group_name=self.placement_group.name if self.placement_group else None,
+            capacity_reservation=group.capacity_reservation,
+            instance_tags={"Name": f"{group.name}"},
         )
+        if group.elastic:
+            if args.elastic is None:
+                raise ValueError(f"node group {group.name} is elastic but the platform installed no Karpenter")
+            self._elastic_pool(name, args, args.elastic)
+        else:
+            self._managed_node_group(name, args)
+        self.register_outputs({"name": group.name})
 
-        reservation = group.capacity_reservation
+    def _managed_node_group(self, name: str, args: TrainiumNodeGroupArgs) -> None:
+        group = args.config
+        self.launch_template = launch_template(f"{name}-lt", self.template, parent=self)
         self.node_group = aws.eks.NodeGroup(
             f"{name}-ng",
             cluster_name=args.cluster_name,
@@ -124,7 +191,8 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
             subnet_ids=[args.subnet_id],  # one subnet, one AZ: the placement group and FSx live there
             instance_types=[group.instance_type],
             ami_type=NEURON_AMI_TYPE,
-            capacity_type="CAPACITY_BLOCK" if reservation and reservation.kind == "capacity-block" else "ON_DEMAND",
+            release_version=group.node_image.release_version,  # the stack's pinned node image, never the day's latest
+            capacity_type="CAPACITY_BLOCK" if self.template.capacity_block else "ON_DEMAND",
             scaling_config={
                 "min_size": group.scaling.min_size,
                 "desired_size": group.scaling.desired_size,
@@ -137,10 +205,46 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
             taints=[
                 {"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": layout.NEURON_TAINT_EFFECT_EKS}
             ],
-            tags=tags,
+            tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
-        self.register_outputs({"nodeGroupName": self.node_group.node_group_name})
+
+    def _elastic_pool(self, name: str, args: TrainiumNodeGroupArgs, elastic: ElasticCapacity) -> None:
+        group = args.config
+        in_cluster = pulumi.ResourceOptions(
+            parent=self, provider=elastic.provider, depends_on=[elastic.controller, *args.depends_on]
+        )
+        metadata = {"name": group.name, "labels": {"app.kubernetes.io/part-of": "trainium-eks"}}
+        if group.capacity_reservation:  # what the launch template carries as tags, for the policies and the estimate
+            metadata["annotations"] = reservation_facts(group.capacity_reservation)
+        self.node_class = k8s.apiextensions.CustomResource(
+            f"{name}-nodeclass",
+            api_version=KARPENTER_NODE_CLASS_API,
+            kind="EC2NodeClass",
+            metadata=metadata,
+            spec=ec2_node_class_spec(
+                self.template,
+                role=elastic.node_role_name,
+                subnet_id=args.subnet_id,
+                ami_alias=group.node_image.karpenter_alias,
+            ),
+            opts=in_cluster,
+        )
+        self.node_pool = k8s.apiextensions.CustomResource(
+            f"{name}-nodepool",
+            api_version=KARPENTER_NODE_POOL_API,
+            kind="NodePool",
+            metadata={"name": group.name, "labels": {"app.kubernetes.io/part-of": "trainium-eks"}},
+            spec=node_pool_spec(group, group.name, args.az_id),
+            opts=pulumi.ResourceOptions(parent=self, provider=elastic.provider, depends_on=[self.node_class]),
+        )
+
+    def scaling_entry(self) -> dict:
+        """How the group scales, for the contract's ``trainiumNodeGroupScaling``."""
+        group = self.config
+        if group.elastic:
+            return {"provisioning": group.provisioning, "idleMinutes": group.idle_minutes}
+        return {"provisioning": group.provisioning}
 
     def contract_entry(self) -> dict:
         """What a consumer of the platform needs to know about this node group (plain values)."""

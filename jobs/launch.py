@@ -24,26 +24,24 @@ from pydantic import BaseModel, ConfigDict, PositiveInt, StrictStr, StringConstr
 from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
 from jobs import TRAINING_IMAGE_TAG
+from jobs.capacity import LaunchError, choose_node_group, node_count, whole_node_share
 from jobs.components import JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
 from trainium_eks import files, layout
 from trainium_eks.cli import OneLineParser, UsageError, one_line
 from trainium_eks.contract import ContractError, NodeGroup, PlatformContract
 
 DATASET = "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
-RESERVED_VCPUS = 4  # kubelet, the VPC CNI and the device-plugin DaemonSets
-MEMORY_FRACTION = 0.9
 
 
 DEVICE_RESOURCES = (layout.NEURON_DEVICE_RESOURCE, layout.NEURON_CORE_RESOURCE, layout.EFA_RESOURCE)
+# Karpenter disrupts no node a pod so marked runs on, by consolidation or drift (Karpenter docs, Disruption,
+# "Pod-Level Controls"): an elastic Trainium node is never taken from a job that runs on it.
+DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
 # A pod that fails (its torchrun gave up after --max-restarts) or is evicted (a node drain, a lost node) restarts
 # the whole job: every pod is recreated, the agents meet again and resume from the last checkpoint. Volcano
 # counts these restarts against maxRetry, then fails the job.
 JOB_RESTARTS = 3
 JOB_LIFECYCLE = [{"event": "PodFailed", "action": "RestartJob"}, {"event": "PodEvicted", "action": "RestartJob"}]
-
-
-class LaunchError(Exception):
-    """Bad input to the launcher; the message is one line naming the option and the fix."""
 
 
 # A job name becomes the Volcano Job's name (TorchX adds a suffix of up to 14 characters to stay within a
@@ -121,31 +119,16 @@ def read_outputs(stack: str | None, outputs_file: Path | None) -> Any:
         raise LaunchError(f"--stack {stack}: `pulumi stack output --json` printed no JSON") from None
 
 
-def choose_node_group(contract: PlatformContract, name: str | None) -> NodeGroup:
-    if name is None:
-        return contract.node_groups[0]
-    for group in contract.node_groups:
-        if group.name == name:
-            return group
-    raise LaunchError(f"--node-group {name}: no such node group; the stack has {', '.join(g.name for g in contract.node_groups)}")
-
-
 def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
     """The Volcano Job for ``request``, validated against the platform's capacity."""
     group = choose_node_group(contract, request.node_group)
-    nodes = request.nodes if request.nodes is not None else min(2, group.desired_size)
     workers = request.workers_per_node if request.workers_per_node is not None else group.neuron_cores_per_node
     if workers > group.neuron_cores_per_node:
         raise LaunchError(
             f"--workers-per-node {workers}: a {group.instance_type} has {group.neuron_cores_per_node} "
             "NeuronCores; use at most one worker per core"
         )
-    if nodes > group.desired_size:
-        raise LaunchError(
-            f"--nodes {nodes}: node group {group.name} runs {group.desired_size} nodes "
-            f"({nodes * workers} workers asked, {group.desired_size * group.neuron_cores_per_node} cores "
-            "provisioned); scale the node group (desiredSize) or lower --nodes"
-        )
+    nodes = node_count(contract, group, request.nodes)
     queue = request.queue or contract.queues[0]
     if queue not in contract.queues:
         raise LaunchError(f"--queue {queue}: no such Volcano queue; the stack has {', '.join(contract.queues)}")
@@ -178,14 +161,6 @@ def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
         bf16=request.bf16,
         precompile=request.precompile,
     )
-
-
-def whole_node_share(group: NodeGroup) -> dict[str, int]:
-    """The vCPUs and MB of memory a pod that takes a whole node of ``group`` asks for (the rest runs the node)."""
-    return {
-        "cpu": max(1, group.vcpus_per_node - RESERVED_VCPUS),
-        "mem_mb": int(group.memory_gib_per_node * 1024 * MEMORY_FRACTION),
-    }
 
 
 def whole_node_job(
@@ -226,12 +201,17 @@ def whole_node_job(
 
 
 def add_platform_scheduling(job: dict, contract: PlatformContract, group: NodeGroup) -> dict:
-    """What TorchX's Kubernetes scheduler cannot set: tolerations, the node group selector, the namespace,
-    device requests and the job's lifecycle."""
+    """What TorchX's Kubernetes scheduler cannot set: tolerations, the node group selector (which also tells Karpenter
+    which pool to scale), the namespace, device requests, the job's lifecycle, and Karpenter's do-not-disrupt mark."""
     job["metadata"]["namespace"] = contract.job_namespace
+    # The gang, stated rather than left to the admission webhook's default: every pod or none. An elastic pool brings
+    # the nodes for the pods that wait; none starts until all fit (Volcano's gang plugin, minAvailable).
+    job["spec"]["minAvailable"] = sum(task["replicas"] for task in job["spec"]["tasks"])
     job["spec"]["maxRetry"] = JOB_RESTARTS
     job["spec"]["policies"] = [dict(policy) for policy in JOB_LIFECYCLE]
     for task in job["spec"]["tasks"]:
+        metadata = task["template"].setdefault("metadata", {})
+        metadata["annotations"] = {**metadata.get("annotations", {}), **DO_NOT_DISRUPT}
         spec = task["template"]["spec"]
         spec["tolerations"] = [*spec.get("tolerations", []), *contract.tolerations()]
         spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **group.node_selector}
@@ -274,7 +254,9 @@ def parser() -> OneLineParser:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
     source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
-    p.add_argument("--nodes", type=int, help="Trainium nodes (default: 2, or the group's desired size if smaller)")
+    p.add_argument(
+        "--nodes", type=int, help="Trainium nodes (default: 2, or what the group holds if fewer: desiredSize; maxSize if elastic)"
+    )
     p.add_argument("--workers-per-node", type=int, help="workers per node (default: one per NeuronCore)")
     p.add_argument("--node-group", help="node group name (default: the first)")
     p.add_argument("--queue", help="Volcano queue (default: the first)")

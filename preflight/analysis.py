@@ -31,11 +31,14 @@ def summary(plan: dict) -> str:
     names = {r["urn"]: f"{r['type'].rsplit(':', 1)[-1]} {r['name']}" for r in plan["resources"]}
     estimate, schedule = plan["cost"], plan["deployment"]
     lines = [
-        f"Estimated cost: {estimate['hourlyUsd']:,.2f} USD/hour, {estimate['monthlyUsd']:,.0f} USD/month "
-        f"({catalog.HOURS_PER_MONTH} h; {estimate['priceSource']})"
+        f"Estimated cost: {estimate['monthlyUsd']:,.0f} USD/month busy ({estimate['hourlyUsd']:,.2f} USD/hour, every "
+        f"elastic Trainium pool at maxSize), {estimate['idleMonthlyUsd']:,.0f} USD/month idle (no job waiting) "
+        f"({catalog.HOURS_PER_MONTH} h; {estimate['priceSource']})",
+        f"    {'busy':>10}  {'idle':>10}",
     ]
     lines += [
-        f"    {line['hourlyUsd'] * catalog.HOURS_PER_MONTH:>10,.0f} USD/month  {line['description']}  ({names[line['urn']]})"
+        f"    {line['hourlyUsd'] * catalog.HOURS_PER_MONTH:>10,.0f}  {line['idleHourlyUsd'] * catalog.HOURS_PER_MONTH:>10,.0f}"
+        f" USD/month  {line['description']}  ({names[line['urn']]})"
         for line in estimate["lines"]
     ]
     lines.append(f"Estimated `pulumi up` of a new stack: {schedule['criticalPathMinutes']:.1f} min; critical path:")

@@ -99,6 +99,20 @@ REPLACE_ON_CHANGE: Mapping[str, tuple[str, ...]] = {
     ),
     tokens.K8S_STORAGE_CLASS: ("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode"),
     tokens.HELM_RELEASE: ("name",),
+    # The NodePool CRD (v1.14.1) refuses a change of nodeClassRef's group or kind (CEL: "... is immutable").
+    tokens.KARPENTER_NODE_POOL: ("spec.template.spec.nodeClassRef.group", "spec.template.spec.nodeClassRef.kind"),
+}
+# Changes that replace the nodes themselves, though the resource changes in place. A managed node group rolls onto a new
+# launch template version or AMI release (one node at a time: updateConfig maxUnavailable 1). Karpenter replaces a
+# node whose EC2NodeClass or NodePool template changed ("drift", Karpenter docs, Disruption: a NodePool's limits and
+# disruption settings do not drift), and waits while a karpenter.sh/do-not-disrupt pod (a training job) runs on it.
+ROLLING = "the node group replaces its nodes, one at a time"
+DRIFT = "Karpenter replaces each node (drift) once no training pod runs on it"
+NODE_REPLACING: Mapping[str, tuple[tuple[str, ...], str]] = {
+    tokens.EC2_LAUNCH_TEMPLATE: (("",), ROLLING),
+    tokens.EKS_NODE_GROUP: (("launchTemplate.version", "releaseVersion", "version"), ROLLING),
+    tokens.KARPENTER_NODE_CLASS: (("spec",), DRIFT),
+    tokens.KARPENTER_NODE_POOL: (("spec.template",), DRIFT),
 }
 # Kubernetes objects are identified by name and namespace: changing either makes a new object.
 KUBERNETES_IDENTITY = ("metadata.name", "metadata.namespace")
@@ -109,9 +123,10 @@ class Change:
     urn: str
     paths: tuple[str, ...]
     replace: bool
+    nodes: str | None = None  # what happens to running nodes, when the change replaces them
 
     def to_json(self) -> dict:
-        return {"urn": self.urn, "paths": list(self.paths), "replace": self.replace}
+        return {"urn": self.urn, "paths": list(self.paths), "replace": self.replace, "nodes": self.nodes}
 
 
 @dataclass
@@ -143,6 +158,12 @@ def replaces(resource_type: str, path: str) -> bool:
     return any(path == p or path.startswith((f"{p}.", f"{p}[")) for p in properties)
 
 
+def replaced_nodes(resource_type: str, paths: tuple[str, ...]) -> str | None:
+    prefixes, effect = NODE_REPLACING.get(resource_type, ((), ""))
+    hit = any(p == prefix or p.startswith((f"{prefix}.", f"{prefix}[")) or not prefix for p in paths for prefix in prefixes)
+    return effect if hit else None
+
+
 def compare(old_plan: dict, new_plan: dict) -> Impact:
     old = {r["urn"]: r for r in old_plan["resources"]}
     new = {r["urn"]: r for r in new_plan["resources"]}
@@ -152,7 +173,8 @@ def compare(old_plan: dict, new_plan: dict) -> Impact:
             continue  # provider inputs (a kubeconfig, a region) change with the resources they configure
         paths = tuple(changed_paths(old[urn]["inputs"], new[urn]["inputs"]))
         if paths:
-            impact.changed.append(Change(urn, paths, any(replaces(new[urn]["type"], p) for p in paths)))
+            kind = new[urn]["type"]
+            impact.changed.append(Change(urn, paths, any(replaces(kind, p) for p in paths), replaced_nodes(kind, paths)))
     return impact
 
 

@@ -96,6 +96,32 @@ class PlatformMocks(pulumi.runtime.Mocks):
                 "repositoryUrl": f"{ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{i.get('name')}",
             },
             tokens.EKS_COMPONENT_CLUSTER: self._eks_cluster,
+            tokens.SQS_QUEUE: lambda n, i, h: self._named(
+                n,
+                i,
+                h,
+                lambda name: {
+                    "id": f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT_ID}/{name}",
+                    "arn": self._arn("sqs", name),
+                    "url": f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT_ID}/{name}",
+                },
+            ),
+            tokens.CLOUDWATCH_EVENT_RULE: lambda n, i, h: self._named(
+                n, i, h, lambda name: {"id": name, "arn": self._arn("events", f"rule/{name}")}
+            ),
+            tokens.EKS_ACCESS_ENTRY: lambda n, i, h: {
+                "id": f"{i.get('clusterName')}:{i.get('principalArn')}",
+                "accessEntryArn": self._arn("eks", f"access-entry/{i.get('clusterName')}/role/{h[:8]}"),
+            },
+            tokens.IAM_POLICY: lambda n, i, h: self._named(
+                n,
+                i,
+                h,
+                lambda name: {
+                    "id": f"arn:aws:iam::{ACCOUNT_ID}:policy/{name}",
+                    "arn": f"arn:aws:iam::{ACCOUNT_ID}:policy/{name}",
+                },
+            ),
         }
 
     # ---- resources ------------------------------------------------------------------------------

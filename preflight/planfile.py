@@ -50,6 +50,7 @@ class CostLine(_Record):
     urn: str
     description: str
     hourly_usd: float = Field(alias="hourlyUsd")
+    idle_hourly_usd: float = Field(alias="idleHourlyUsd")
 
 
 class CostEstimate(_Record):
@@ -57,6 +58,8 @@ class CostEstimate(_Record):
 
     hourly_usd: float = Field(alias="hourlyUsd")
     monthly_usd: float = Field(alias="monthlyUsd")
+    idle_hourly_usd: float = Field(alias="idleHourlyUsd")
+    idle_monthly_usd: float = Field(alias="idleMonthlyUsd")
     price_source: str = Field(alias="priceSource")
     lines: tuple[CostLine, ...]
 

@@ -103,5 +103,5 @@ def impact(stack: str, against: str, change, current: dict, baseline: dict) -> s
     lines += [f"  - {names[urn]}" for urn in change.removed]
     for c in change.changed:
         how = "+- replace" if c.replace else "~  update in place"
-        lines.append(f"  {how}: {names[c.urn]}: {', '.join(c.paths)}")
+        lines.append(f"  {how}: {names[c.urn]}: {', '.join(c.paths)}" + (f" ({c.nodes})" if c.nodes else ""))
     return "\n".join(lines)

@@ -1,7 +1,8 @@
-"""Each policy's mutations of a real stack's plan: the table ``tests/test_policies.py`` runs.
+"""Each policy's mutations of a real stack's plan, managed node groups and the rest of the platform: with the elastic
+pools' cases (``tests/elastic_mutations.py``), the table ``tests/test_policies.py`` runs.
 
-``MUTATIONS`` is keyed by policy name (its keys must be exactly the packs' policies) with the minimal edits each
-policy must catch; ``SPARED`` holds edits a policy must let pass. Cases edit deep copies of the plans the whole
+The table is keyed by policy name (its keys must be exactly the packs' policies) with the minimal edits each
+policy must catch; ``SPARED_MANAGED`` holds edits a policy must let pass. Cases edit deep copies of the plans the whole
 session shares; only a case that needs different program config evaluates the program again.
 """
 
@@ -17,11 +18,12 @@ from typing import Any
 
 from support import cached_plan, evaluate, node_group_config, settings
 
+from policies.rules.scheduling import QUEUE
 from policies.rules.security import ECR, EKS_COMPONENT, HELM_RELEASE, ROLE_POLICY_ATTACHMENT, SERVICE, VPC_INGRESS_RULE
-from policies.rules.topology import FSX, QUEUE, RESERVATION_AZ_TAG
-from policies.rules.trainium import LAUNCH_TEMPLATE, NODE_GROUP, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
+from policies.rules.topology import FSX, RESERVATION_AZ_TAG
 from trainium_eks import versions
 from trainium_eks.tokens import CODEBUILD_PROJECT
+from trainium_eks.trainium_groups import LAUNCH_TEMPLATE, NODE_GROUP, NODE_POOL, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
 
 
 @functools.cache
@@ -114,8 +116,8 @@ def _etcd_3_6_without_v2(plan: dict) -> None:
     container["image"] = "quay.io/coreos/etcd:v3.6.14"
 
 
-def _four_trainium_nodes(plan: dict) -> None:
-    trainium_node_group(plan)["inputs"]["scalingConfig"].update(desiredSize=4.0, maxSize=4.0)
+def _five_trainium_nodes(plan: dict) -> None:
+    trainium_node_group(plan)["inputs"]["scalingConfig"].update(desiredSize=5.0)
 
 
 def _unprotect(plan: dict) -> None:
@@ -155,16 +157,21 @@ edit_volcano = functools.partial(edit, HELM_RELEASE, "volcano")
 CONTAINER_0 = ("spec", "template", "spec", "containers", 0)
 WILDCARD_ADMIN = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
 IPV6_HALVES_ALL_TRAFFIC = {"protocol": "-1", "fromPort": 0.0, "toPort": 0.0, "ipv6CidrBlocks": ["::/1", "8000::/1"]}
-RESERVATION = {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": settings("staging").config["trainium-eks:trainiumAzId"]}
+RESERVATION = {
+    "type": "odcr",
+    "id": "cr-0123456789abcdef0",
+    "azId": settings("staging").config["trainium-eks:trainiumAzId"],
+    "instanceCount": 2,
+}
 MONITORING_AGENT = "eks-node-monitoring-agent"
 NO_REPAIR = {"nodeRepair": False}
 RESERVATION_STAGING = {"trainiumNodeGroups": [node_group_config("trn1-32xl", "trn1.32xlarge", capacityReservation=RESERVATION)]}
 
-MUTATIONS: dict[str, list[Case]] = {
+MANAGED_GROUP_AND_PLATFORM_CASES: dict[str, list[Case]] = {
     # ---- trainium-topology
-    "trainium-node-group-single-az": [Case("two-subnets", "staging", _second_subnet, ("2 subnets",), NODE_GROUP, 1)],
+    "trainium-node-group-single-az": [Case("two-subnets", "prod", _second_subnet, ("2 subnets",), NODE_GROUP, 1)],
     "trainium-efa-interface-per-network-card": [
-        Case("card-7-missing", "staging", edit_template("networkInterfaces", 8), ("cards [0, 1, 2, 3, 4, 5, 6]",)),
+        Case("card-7-missing", "prod", edit_template("networkInterfaces", 8), ("cards [0, 1, 2, 3, 4, 5, 6, 8",)),
         Case("device-index", "prod", edit_template("networkInterfaces", 4, "deviceIndex", to=1.0), ("card 3 device index 1",)),
         Case(
             "efa-with-ena-on-a-card",
@@ -176,10 +183,12 @@ MUTATIONS: dict[str, list[Case]] = {
         ),
     ],
     "trainium-cluster-placement-group": [
-        Case("none", "staging", _no_placement, blames=LAUNCH_TEMPLATE),
-        Case("spread", "staging", edit(PLACEMENT_GROUP, "", "strategy", to="spread"), ("'spread'",)),
+        Case("none", "prod", _no_placement, blames=LAUNCH_TEMPLATE),
+        Case("spread", "prod", edit(PLACEMENT_GROUP, "", "strategy", to="spread"), ("'spread'",)),
     ],
-    "trainium-neuron-ami": [Case("standard", "dev", edit_node_group("amiType", to="AL2023_x86_64_STANDARD"), blames=NODE_GROUP)],
+    "trainium-neuron-ami": [Case("standard", "prod", edit_node_group("amiType", to="AL2023_x86_64_STANDARD"), blames=NODE_GROUP)],
+    "trainium-node-image-pinned": [Case("floating", "prod", edit_node_group("releaseVersion"), ("unset",), NODE_GROUP, 1)],
+    "trainium-neuron-taint": [Case("untainted", "prod", edit_node_group("taints", to=[]), ("lacks the taint",), NODE_GROUP, 1)],
     "efa-security-group-self-traffic": [Case("no-self-egress", "prod", _no_self_egress, blames=LAUNCH_TEMPLATE)],
     "trainium-az-offers-instance-type": [
         Case("az1", "staging", edit(SUBNET, "private-trainium", "availabilityZoneId", to="use1-az1"), ("use1-az1 (us-east-1)",))
@@ -197,7 +206,7 @@ MUTATIONS: dict[str, list[Case]] = {
             "staging",
             without(lambda r: r["type"] == HELM_RELEASE and r["inputs"]["name"] == "neuron-device-plugin"),
             ("neuron-helm-chart",),
-            NODE_GROUP,
+            NODE_POOL,
         ),
         Case(
             "no-toleration", "staging", edit(HELM_RELEASE, "efa", "values", "tolerations", to=[]), ("not tolerate",), HELM_RELEASE
@@ -216,7 +225,7 @@ MUTATIONS: dict[str, list[Case]] = {
     ],
     "volcano-queue-within-capacity": [
         Case("beyond", "prod", edit(QUEUE, "training", "spec", "capability", "aws.amazon.com/neuron", to=999.0), blames=QUEUE),
-        Case("no-queue", "dev", without(lambda r: r["type"] == QUEUE), ("no Volcano Queue",), NODE_GROUP),
+        Case("no-queue", "dev", without(lambda r: r["type"] == QUEUE), ("no Volcano Queue",), NODE_POOL),
     ],
     "etcd-pinned-with-v2-api": [Case("3.6-without-v2", "dev", _etcd_3_6_without_v2, ("v3.5", "--enable-v2"), ETCD, 2)],
     "capacity-reservation-in-trainium-az": [
@@ -232,16 +241,16 @@ MUTATIONS: dict[str, list[Case]] = {
             "staging",
             without(lambda r: r["inputs"].get("addonName") == MONITORING_AGENT),
             (MONITORING_AGENT,),
-            NODE_GROUP,
+            NODE_POOL,
         ),
     ],
     # ---- security-baseline
     "ec2-launch-template-imdsv2-required": [
-        Case("v1", "dev", edit_template("metadataOptions", "httpTokens", to="optional")),
+        Case("v1", "prod", edit_template("metadataOptions", "httpTokens", to="optional")),
         Case("two-hops", "prod", edit_template("metadataOptions", "httpPutResponseHopLimit", to=2.0), ("2.0 hops",)),
     ],
     "ec2-launch-template-encrypted-block-devices": [
-        Case("root", "dev", edit_template("blockDeviceMappings", 0, "ebs", "encrypted", to="false"))
+        Case("root", "prod", edit_template("blockDeviceMappings", 0, "ebs", "encrypted", to="false"))
     ],
     "kms-encryption-at-rest": [
         Case("eks", "staging", edit_cluster("encryptionConfigKeyArn"), blames=EKS_COMPONENT),
@@ -298,8 +307,8 @@ MUTATIONS: dict[str, list[Case]] = {
     "no-public-load-balancer": [Case("lb", "dev", edit(SERVICE, "tensorboard", "spec", "type", to="LoadBalancer"))],
     "stateful-resources-protected": [Case("prod", "prod", _unprotect, ("LustreFileSystem",))],
     # ---- cost-guard
-    "trainium-node-limit": [Case("max-3", "staging", edit_node_group("scalingConfig", "maxSize", to=3.0), ("grow to 3 nodes",))],
-    "monthly-cost-budget": [Case("4-nodes", "staging", _four_trainium_nodes, ("trn1.32xlarge", "36,000"))],
+    "trainium-node-limit": [Case("max-9", "prod", edit_node_group("scalingConfig", "maxSize", to=9.0), ("grow to 9 nodes",))],
+    "monthly-cost-budget": [Case("5-nodes", "prod", _five_trainium_nodes, ("trn1n.32xlarge", "90,000"))],
     "required-tags": [Case("no-owner", "staging", edit_ecr("tags", "owner"), ("owner",), ECR)],
     # ---- security-baseline: the platform's own workloads
     "etcd-quorum-disruption-budget": [
@@ -325,7 +334,7 @@ MUTATIONS: dict[str, list[Case]] = {
 }
 
 # Edits a policy must let pass, with nothing else firing either.
-SPARED: dict[str, list[Case]] = {
+SPARED_MANAGED: dict[str, list[Case]] = {
     "irsa-no-full-access-policies": [Case("node-role", "dev", _full_access_on("node-ssm"))],
     "stateful-resources-protected": [Case("dev", "dev", _unprotect)],
     "capacity-reservation-in-trainium-az": [Case("in-az", "staging", lambda plan: None, overrides=RESERVATION_STAGING)],

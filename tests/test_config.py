@@ -14,6 +14,8 @@ from trainium_eks import catalog
 from trainium_eks.config import ConfigError, declarations, parse
 
 GROUP = node_group_config("trn1-32xl", "trn1.32xlarge")
+POOL = {"name": "trn1-32xl", "instanceType": "trn1.32xlarge", "provisioning": "karpenter", "maxSize": 2}
+RESERVATION = {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": "use1-az6", "instanceCount": 2}
 
 # (overrides applied to the staging stack, the key the error must name, words the message must contain)
 BAD_INPUTS = [
@@ -43,11 +45,7 @@ BAD_INPUTS = [
     ({"trainiumNodeGroups": None}, "trainium-eks:trainiumNodeGroups", "missing"),
     ({"trainiumNodeGroups": [{**GROUP, "labels": {"trainium-eks/node-role": "x"}}]}, "labels.trainium-eks/node-role", "reserved"),
     (
-        {
-            "trainiumNodeGroups": [
-                {**GROUP, "capacityReservation": {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": "use1-az1"}}
-            ]
-        },
+        {"trainiumNodeGroups": [{**GROUP, "capacityReservation": {**RESERVATION, "azId": "use1-az1"}}]},
         "capacityReservation.azId",
         "differs from trainiumAzId",
     ),
@@ -126,6 +124,37 @@ BAD_INPUTS = [
     ({"nodeRepairMaxParallel": 2}, "trainium-eks:nodeRepairMaxParallel", "at most nodeRepairMaxUnhealthy"),
     ({"nodeRepairMaxUnhealthy": 0}, "trainium-eks:nodeRepairMaxUnhealthy", "1 or more"),
     ({"nodeRepairMaxParallel": "one"}, "trainium-eks:nodeRepairMaxParallel", "expected an integer"),
+    # Elastic pools and the pinned node image.
+    ({"trainiumNodeGroups": [{**POOL, "provisioning": "autoscaled"}]}, "trainiumNodeGroups[0].provisioning", "managed"),
+    ({"trainiumNodeGroups": [{**POOL, "desiredSize": 1}]}, "trainiumNodeGroups[0].desiredSize", "remove desiredSize"),
+    ({"trainiumNodeGroups": [{**POOL, "minSize": 2}]}, "trainiumNodeGroups[0].minSize", "elastic"),
+    ({"trainiumNodeGroups": [{**POOL, "idleMinutes": 0}]}, "trainiumNodeGroups[0].idleMinutes", "1 to 1440"),
+    ({"trainiumNodeGroups": [{**POOL, "idleMinutes": "soon"}]}, "trainiumNodeGroups[0].idleMinutes", "expected an integer"),
+    ({"trainiumNodeGroups": [{**GROUP, "idleMinutes": 10}]}, "trainiumNodeGroups[0].idleMinutes", "provisioning: karpenter"),
+    ({"trainiumNodeGroups": [{**GROUP, "minSize": None}]}, "trainiumNodeGroups[0].minSize", "fixed number of nodes"),
+    ({"nodeImageRelease": "latest"}, "trainium-eks:nodeImageRelease", "floats"),
+    ({"nodeImageRelease": "al2023@latest"}, "trainium-eks:nodeImageRelease", "floats"),
+    ({"nodeImageRelease": "v20200101"}, "trainium-eks:nodeImageRelease", "pin one of v20260714"),
+    (
+        {"trainiumNodeGroups": [{**POOL, "capacityReservation": {**RESERVATION, "type": "capacity-block"}}]},
+        "capacityReservation.hourlyUsd",
+        "missing for a Capacity Block",
+    ),
+    (
+        {"trainiumNodeGroups": [{**POOL, "capacityReservation": {**RESERVATION, "hourlyUsd": 20.0}}]},
+        "capacityReservation.hourlyUsd",
+        "billed at the on-demand rate",
+    ),
+    (
+        {"trainiumNodeGroups": [{**POOL, "maxSize": 3, "capacityReservation": RESERVATION}]},
+        "trainiumNodeGroups[0].maxSize",
+        "reservation's 2 instances",
+    ),
+    (
+        {"trainiumNodeGroups": [{**POOL, "capacityReservation": {k: v for k, v in RESERVATION.items() if k != "instanceCount"}}]},
+        "capacityReservation.instanceCount",
+        "missing",
+    ),
 ]
 
 
@@ -290,9 +319,10 @@ def test_every_project_key_is_documented():
     [
         (lambda c: c.update({"trainium-eks:natGatways": "single"}), "unknown key"),
         (lambda c: c["trainium-eks:trainiumNodeGroups"][0].update(desiredSize="two"), "expected an integer"),
-        (lambda c: c["trainium-eks:trainiumNodeGroups"][0].update(desiredSize=9), "between minSize and maxSize"),
+        (lambda c: c["trainium-eks:trainiumNodeGroups"][0].update(desiredSize=9), "on an elastic (karpenter) group"),
+        (lambda c: c.update({"trainium-eks:nodeImageRelease": "latest"}), "floats"),
     ],
-    ids=["typo", "wrong-type", "out-of-range"],
+    ids=["typo", "wrong-type", "size-on-a-pool", "latest-image"],
 )
 def test_cli_exits_2_with_one_line_and_no_traceback(tmp_path, edit, words):
     document = yaml.safe_load((REPO_ROOT / "stacks" / "Pulumi.staging.yaml").read_text())

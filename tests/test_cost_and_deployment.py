@@ -7,10 +7,10 @@ import json
 import pytest
 from support import STACKS, evaluate, node_group_config, run_preflight, settings
 
-from policies.rules.trainium import trainium_groups
 from preflight import analysis
 from trainium_eks import catalog, cost, deployment
 from trainium_eks.graph import Graph, Node
+from trainium_eks.trainium_groups import trainium_groups
 
 
 def annotated(stack: str, **overrides) -> dict:

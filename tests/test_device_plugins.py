@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from support import evaluate, one, settings
 
-from policies.rules.trainium import tolerates
 from trainium_eks import catalog, versions
+from trainium_eks.trainium_groups import tolerates
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
+NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 NG = "aws:eks/nodeGroup:NodeGroup"
 
 
@@ -19,29 +21,41 @@ def releases(plan):
     return {r.inputs["name"]: r for r in plan.find(RELEASE)}
 
 
-def trainium_node_groups(plan):
-    return [ng for ng in plan.find(NG) if ng.inputs["amiType"] == "AL2023_x86_64_NEURON"]
+def trainium_nodes(plan) -> list[tuple[list, dict]]:
+    """(taints, labels) of the nodes of each Trainium group: a managed node group's, or a Karpenter pool's template."""
+    groups = [
+        (ng.inputs["taints"], ng.inputs["labels"]) for ng in plan.find(NG) if ng.inputs["amiType"] == "AL2023_x86_64_NEURON"
+    ]
+    for pool in plan.find(NODE_POOL):
+        template = pool.inputs["spec"]["template"]
+        groups.append((template["spec"]["taints"], template["metadata"]["labels"]))
+    return groups
 
 
-def test_plugins_tolerate_and_select_every_trainium_node_group(stack_plan):
+def test_plugins_tolerate_and_select_every_trainium_group(stack_plan):
     neuron = releases(stack_plan)["neuron-device-plugin"].inputs["values"]["devicePlugin"]
-    for ng in trainium_node_groups(stack_plan):
-        for taint in ng.inputs["taints"]:
+    assert trainium_nodes(stack_plan)
+    for taints, labels in trainium_nodes(stack_plan):
+        for taint in taints:
             assert tolerates(neuron["tolerations"], taint)
-        assert selects(neuron["nodeSelector"], ng.inputs["labels"])
+        assert selects(neuron["nodeSelector"], labels)
 
 
-def test_efa_plugin_lands_on_efa_nodes_only():
-    plan = evaluate("staging")
+@pytest.mark.parametrize("provisioning", ["managed", "karpenter"])
+def test_efa_plugin_lands_on_efa_nodes_only(provisioning):
+    sizes = {"minSize": 2, "desiredSize": 2} if provisioning == "managed" else {}
+    groups = [{"name": "trn", "instanceType": "trn1.32xlarge", "provisioning": provisioning, "maxSize": 2, **sizes}]
+    plan = evaluate("staging", trainiumNodeGroups=groups)
     efa = releases(plan)["efa-device-plugin"].inputs["values"]
-    (ng,) = trainium_node_groups(plan)
-    assert all(tolerates(efa["tolerations"], taint) for taint in ng.inputs["taints"])
-    assert selects(efa["nodeSelector"], ng.inputs["labels"])
+    ((taints, labels),) = trainium_nodes(plan)
+    assert all(tolerates(efa["tolerations"], taint) for taint in taints)
+    assert selects(efa["nodeSelector"], labels)
     system = one([n for n in plan.find(NG) if n.inputs["amiType"] != "AL2023_x86_64_NEURON"])
     assert not selects(efa["nodeSelector"], system.inputs["labels"])
-    dev_plan = evaluate("dev")  # trn1.2xlarge has no EFA: the plugin selects none of its nodes
-    (small,) = trainium_node_groups(dev_plan)
-    assert not selects(releases(dev_plan)["efa-device-plugin"].inputs["values"]["nodeSelector"], small.inputs["labels"])
+    small = {**groups[0], "name": "small", "instanceType": "trn1.2xlarge"}
+    small_plan = evaluate("dev", trainiumNodeGroups=[small])  # trn1.2xlarge has no EFA: the plugin selects none of its nodes
+    ((_, small_labels),) = trainium_nodes(small_plan)
+    assert not selects(releases(small_plan)["efa-device-plugin"].inputs["values"]["nodeSelector"], small_labels)
 
 
 def test_plugins_do_not_select_system_nodes(stack_plan):
@@ -55,7 +69,10 @@ def test_charts_are_the_pinned_versions(stack_plan):
         (r.inputs["chart"], r.inputs["version"], r.inputs.get("repositoryOpts", {}).get("repo")) for r in stack_plan.find(RELEASE)
     }
     pinned = {(c.chart, c.version, c.repository) for c in versions.HELM_CHARTS}
-    assert found == pinned
+    assert found <= pinned
+    karpenter = {versions.KARPENTER_CHART.chart, versions.KARPENTER_CRD_CHART.chart}
+    assert {(c, v, r) for c, v, r in pinned if c not in karpenter} <= found  # Karpenter only where a pool is elastic
+    assert bool(stack_plan.find(NODE_POOL)) == bool(karpenter & {c for c, _, _ in found})
 
 
 def test_the_charts_problem_detector_and_scheduler_extension_stay_off(stack_plan):

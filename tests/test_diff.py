@@ -12,12 +12,24 @@ from preflight import diff
 from preflight.stackfile import REPO_ROOT
 
 
-def staging_copy(tmp_path, edit) -> str:
-    document = yaml.safe_load((REPO_ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
+def stack_copy(tmp_path, stack: str, edit) -> str:
+    document = yaml.safe_load((REPO_ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
     edit(document["config"])
-    path = tmp_path / "Pulumi.staging.yaml"
+    path = tmp_path / f"Pulumi.{stack}.yaml"
     path.write_text(yaml.safe_dump(document))
     return str(path)
+
+
+def stack_groups(stack: str) -> list[dict]:
+    return yaml.safe_load((REPO_ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"][
+        "trainium-eks:trainiumNodeGroups"
+    ]
+
+
+def diff_json(tmp_path, stack: str, edit) -> dict:
+    result = run_preflight("diff", stack, "--against", stack_copy(tmp_path, stack, edit), "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
 
 
 def test_scaling_a_node_group_is_one_in_place_change(tmp_path):
@@ -25,35 +37,45 @@ def test_scaling_a_node_group_is_one_in_place_change(tmp_path):
         (group,) = config["trainium-eks:trainiumNodeGroups"]
         group.update(minSize=1, desiredSize=1)
 
-    result = run_preflight("diff", "staging", "--against", staging_copy(tmp_path, scale), "--json")
-    assert result.returncode == 0, result.stderr
-    impact = json.loads(result.stdout)
+    impact = diff_json(tmp_path, "prod", scale)
     assert impact["added"] == [] and impact["removed"] == []
     (change,) = impact["changed"]
-    assert change["urn"].endswith("aws:eks/nodeGroup:NodeGroup::trainium-trn1-32xl-ng")
-    assert change["replace"] is False
+    assert change["urn"].endswith("aws:eks/nodeGroup:NodeGroup::trainium-trn1n-32xl-ng")
+    assert change["replace"] is False and change["nodes"] is None
     assert set(change["paths"]) == {"scalingConfig.desiredSize", "scalingConfig.minSize"}
 
 
+def test_growing_an_elastic_pool_changes_its_limit_and_the_queue_in_place_and_keeps_its_nodes(tmp_path):
+    impact = diff_json(tmp_path, "staging", lambda config: config["trainium-eks:trainiumNodeGroups"][0].update(maxSize=1))
+    changes = {c["urn"].rsplit("::", 1)[1]: c for c in impact["changed"]}
+    assert set(changes) == {"trainium-trn1-32xl-nodepool", "trainium-scheduling-queue-trainium"}
+    pool = changes["trainium-trn1-32xl-nodepool"]
+    assert pool["paths"] == ["spec.limits.cpu"] and not pool["replace"] and pool["nodes"] is None  # limits do not drift
+
+
+def test_changing_an_elastic_pools_node_template_drifts_its_nodes(tmp_path):
+    impact = diff_json(tmp_path, "staging", lambda config: config["trainium-eks:trainiumNodeGroups"][0].update(rootVolumeGiB=400))
+    (change,) = impact["changed"]
+    assert change["urn"].endswith("EC2NodeClass::trainium-trn1-32xl-nodeclass")
+    assert change["paths"] == ["spec.blockDeviceMappings[0].ebs.volumeSize"]
+    assert not change["replace"] and change["nodes"] == diff.DRIFT
+
+
 def test_changing_the_instance_type_replaces_the_node_group_and_versions_the_launch_template():
-    before = evaluate("staging").to_json()
-    after = evaluate("staging", trainiumNodeGroups=[node_group_config("trn1-32xl", "trn1n.32xlarge")]).to_json()
+    before = evaluate("prod").to_json()
+    after = evaluate("prod", trainiumNodeGroups=[{**stack_groups("prod")[0], "instanceType": "trn1.32xlarge"}]).to_json()
     changes = {c.urn.rsplit("::", 1)[1]: c for c in diff.compare(before, after).changed}
-    assert changes["trainium-trn1-32xl-ng"].replace
-    assert "instanceTypes[0]" in changes["trainium-trn1-32xl-ng"].paths
-    assert not changes["trainium-trn1-32xl-lt"].replace  # a new launch template version
-    assert "networkInterfaces" in changes["trainium-trn1-32xl-lt"].paths  # 8 -> 16 EFA interfaces
+    assert changes["trainium-trn1n-32xl-ng"].replace
+    assert "instanceTypes[0]" in changes["trainium-trn1n-32xl-ng"].paths
+    assert not changes["trainium-trn1n-32xl-lt"].replace  # a new launch template version
+    assert changes["trainium-trn1n-32xl-lt"].nodes == diff.ROLLING
+    assert "networkInterfaces" in changes["trainium-trn1n-32xl-lt"].paths  # 16 -> 8 EFA interfaces
 
 
 def test_adding_a_node_group_adds_its_resources_only():
-    before = evaluate("staging").to_json()
-    groups = [node_group_config("trn1-32xl", "trn1.32xlarge"), node_group_config("spare", "trn1.32xlarge", size=1)]
-    impact = diff.compare(
-        before,
-        evaluate(
-            "staging", trainiumNodeGroups=groups, volcanoQueues=[{"name": "trainium", "weight": 1, "neuronShare": 1.0}]
-        ).to_json(),
-    )
+    before = evaluate("prod").to_json()
+    groups = [*stack_groups("prod"), node_group_config("spare", "trn1n.32xlarge", size=1)]
+    impact = diff.compare(before, evaluate("prod", trainiumNodeGroups=groups).to_json())
     assert impact.removed == []
     assert {urn.rsplit("::", 1)[1] for urn in impact.added} == {
         "trainium-spare",
@@ -62,7 +84,10 @@ def test_adding_a_node_group_adds_its_resources_only():
         "trainium-spare-lt",
         "trainium-spare-ng",
     }
-    assert [c.urn.rsplit("::", 1)[1] for c in impact.changed] == ["trainium-scheduling-queue-trainium"]
+    assert {c.urn.rsplit("::", 1)[1] for c in impact.changed} == {
+        "trainium-scheduling-queue-training",
+        "trainium-scheduling-queue-experiments",
+    }
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ import kubernetes_validate
 import pytest
 from support import evaluate, run_preflight
 
-from jobs import acceptance, launch
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import catalog, layout
 from trainium_eks.contract import ContractError, PlatformContract
@@ -133,7 +132,8 @@ def test_the_default_job_launches_on_every_stack(tmp_path, stack):
     path, outputs = outputs_file(tmp_path, stack)
     job = launch_json("--outputs", str(path), "--dryrun", "--json")
     group = outputs["trainiumNodeGroups"][0]
-    assert len(job["spec"]["tasks"]) == min(2, group["desiredSize"])
+    elastic = outputs["trainiumNodeGroupScaling"][group["name"]]["provisioning"] == "karpenter"
+    assert len(job["spec"]["tasks"]) == min(2, group["maxSize"] if elastic else group["desiredSize"])
 
 
 def test_a_failed_or_evicted_pod_restarts_the_job_in_a_new_rendezvous(tmp_path):
@@ -176,7 +176,7 @@ def test_a_single_trn1_2xlarge_runs_without_efa(tmp_path):
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["--nodes", "3"], "--nodes 3: node group trn1-32xl runs 2 nodes"),
+        (["--nodes", "3"], "--nodes 3: elastic node group trn1-32xl grows to 2 nodes at most (maxSize)"),
         (["--workers-per-node", "33"], "has 32 NeuronCores"),
         (["--node-group", "gpu"], "--node-group gpu: no such node group"),
         (["--queue", "other"], "--queue other: no such Volcano queue"),
@@ -260,51 +260,6 @@ def test_submitting_needs_the_kubeconfig(tmp_path):
     assert result.returncode == 2 and "no kubeconfig" in result.stderr
 
 
-def test_acceptance_jobs_are_valid_and_target_the_platform(tmp_path):
-    contract = PlatformContract.from_outputs(json.loads(_outputs("staging")))
-    jobs = {name: build(contract) for name, build in acceptance.CHECKS.items()}
-    for name, job in jobs.items():
-        if job["apiVersion"] == "batch/v1":
-            kubernetes_validate.validate(copy.deepcopy(job), "1.35", strict=True)
-        else:
-            for template in pod_templates(job):
-                assert_valid_pod(template)
-        assert job["metadata"]["namespace"] == contract.job_namespace, name
-    devices = jobs["neuron-devices"]
-    assert devices["spec"]["completions"] == contract.node_groups[0].desired_size
-    assert "podAntiAffinity" in devices["spec"]["template"]["spec"]["affinity"]
-    efa_command = pod_templates(jobs["efa-allreduce"])[0]["spec"]["containers"][0]["command"]
-    assert "training.allreduce_check" in efa_command
-    assert (
-        jobs["fsx-shared"]["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"]
-        == contract.fsx_claim_name
-    )
-    etcd_command = jobs["etcd-rendezvous"]["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert contract.etcd_endpoint.split(":")[0] in etcd_command[-1]
-
-
-def test_acceptance_checks_run_restricted_with_requests():
-    contract = PlatformContract.from_outputs(json.loads(_outputs("staging")))
-    for name, build in acceptance.CHECKS.items():
-        job = build(contract)
-        templates = pod_templates(job) if "tasks" in job["spec"] else [job["spec"]["template"]]
-        for template in templates:
-            pod = template["spec"]
-            if name == "efa-bandwidth" and template["metadata"]["labels"][ROLE_LABEL] != acceptance.LAUNCHER:
-                continue  # the nodes run sshd for MPI: test_the_bandwidth_check_runs_nccom_test_over_mpi_across_two_whole_nodes
-            runs_as_root = name in ("fsx-shared", "efa-allreduce", "efa-bandwidth")
-            assert pod["securityContext"]["runAsNonRoot"] is not runs_as_root, name
-            assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-            for container in pod["containers"]:
-                context = container["securityContext"]
-                assert context["allowPrivilegeEscalation"] is False and context["capabilities"] == {"drop": ["ALL"]}
-                assert context["readOnlyRootFilesystem"] is True
-                requests, limits = container["resources"]["requests"], container["resources"]["limits"]
-                assert requests["cpu"] and requests["memory"] and limits["memory"], name
-                for device in (layout.NEURON_DEVICE_RESOURCE, layout.EFA_RESOURCE):
-                    assert requests.get(device) == limits.get(device), (name, device)
-
-
 def test_contract_version_rules():
     outputs = json.loads(_outputs("staging"))
     assert PlatformContract.from_outputs(outputs, requires="1.0.0").version == outputs["contractVersion"]
@@ -315,93 +270,3 @@ def test_contract_version_rules():
 def test_stack_option_needs_the_pulumi_cli(tmp_path):
     result = run_module("jobs.launch", "--stack", "staging", "--dryrun", env={"PATH": str(tmp_path)})
     assert result.returncode == 2 and "needs the Pulumi CLI" in result.stderr
-
-
-def test_the_bandwidth_check_runs_nccom_test_over_mpi_across_two_whole_nodes():
-    contract = PlatformContract.from_outputs(json.loads(_outputs("staging")))
-    (group,) = contract.node_groups
-    job = acceptance.efa_bandwidth(contract)
-    assert {"ssh", "svc"} <= set(job["spec"]["plugins"])  # one key pair and the peers' host names for MPI over SSH
-    tasks = {task["name"]: task for task in job["spec"]["tasks"]}
-    nodes = [t for name, t in tasks.items() if name.startswith(acceptance.NODE)]
-    (launcher,) = [t for name, t in tasks.items() if name.startswith(acceptance.LAUNCHER)]
-    assert len(nodes) == 2
-    for node in nodes:
-        pod = node["template"]["spec"]
-        (container,) = pod["containers"]
-        limits = container["resources"]["limits"]
-        assert limits[layout.NEURON_DEVICE_RESOURCE] == str(group.neuron_devices_per_node)
-        assert limits[layout.EFA_RESOURCE] == str(group.efa_interfaces_per_node)
-        assert "/usr/sbin/sshd -D" in container["command"][-1]
-        assert pod["securityContext"]["runAsUser"] == 0 and pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
-        assert pod["nodeSelector"][layout.NODE_GROUP_LABEL] == group.name
-    script = launcher["template"]["spec"]["containers"][0]["command"][-1]
-    ranks = 2 * group.neuron_cores_per_node
-    assert f"nccom-test -r {ranks} -N 2 " in script and " allr " in script and "--hosts" in script
-    assert "NEURON_RT_ROOT_COMM_ID" in script
-    floor = catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION[group.instance_type]
-    line_rate = catalog.INSTANCE_TYPES[group.instance_type].network_bandwidth_gbps
-    assert f"training.bus_bandwidth_check /tmp/nccom-test.txt --line-rate-gbps {line_rate:g} --min-fraction {floor:g}" in script
-    assert launcher["policies"] == [{"event": "TaskCompleted", "action": "CompleteJob"}]  # the nodes' sshd never exits
-
-
-def test_the_bandwidth_check_needs_two_efa_nodes(tmp_path):
-    path, _ = outputs_file(tmp_path, "dev")
-    result = run_module("jobs.acceptance", "efa-bandwidth", "--outputs", str(path), "--dryrun")
-    assert result.returncode == 2 and "efa-bandwidth: node group trn1-2xl needs two or more EFA nodes" in result.stderr
-
-
-def test_the_bandwidth_check_prints_its_manifest(tmp_path):
-    path, _ = outputs_file(tmp_path)
-    result = run_module("jobs.acceptance", "efa-bandwidth", "--outputs", str(path), "--dryrun", "--json")
-    assert result.returncode == 0, result.stderr
-    job = json.loads(result.stdout)
-    assert job["kind"] == "Job" and job["metadata"]["name"].startswith("acceptance-efa-bandwidth")
-
-
-def staging_contract():
-    return PlatformContract.from_outputs(json.loads(_outputs("staging")))
-
-
-def test_a_check_runs_once_and_a_failure_ends_its_job():
-    contract = staging_contract()
-    jobs = {name: build(contract) for name, build in acceptance.CHECKS.items()}
-    volcano = {name: job for name, job in jobs.items() if job["apiVersion"] == "batch.volcano.sh/v1alpha1"}
-    assert set(volcano) == {"efa-allreduce", "efa-bandwidth"}
-    for name, job in volcano.items():
-        assert job["spec"]["maxRetry"] == 1, name  # 0 would become Volcano's default 3
-        assert job["spec"]["policies"] == [
-            {"event": "PodFailed", "action": "TerminateJob"},
-            {"event": "PodEvicted", "action": "TerminateJob"},
-        ], name
-        for policies in [job["spec"]["policies"], *(task.get("policies", []) for task in job["spec"]["tasks"])]:
-            assert_valid_policies(policies)
-            assert "RestartJob" not in {policy["action"] for policy in policies}, name
-    for name, job in jobs.items():
-        if name not in volcano:
-            assert job["spec"]["backoffLimit"] == 0 and job["spec"]["template"]["spec"]["restartPolicy"] == "Never", name
-    # The training job keeps its restarts.
-    training = launch.volcano_job(contract, launch.JobRequest(name="berttrain"))
-    assert training["spec"]["maxRetry"] == launch.JOB_RESTARTS
-    assert {policy["action"] for policy in training["spec"]["policies"]} == {"RestartJob"}
-    assert_valid_policies(training["spec"]["policies"])
-
-
-def test_the_node_pods_hand_the_image_and_pod_environment_to_ssh_sessions(tmp_path):
-    job = acceptance.efa_bandwidth(staging_contract())
-    nodes = [task for task in job["spec"]["tasks"] if task["name"].startswith(acceptance.NODE)]
-    assert len(nodes) == 2
-    image_environment = {"PATH": "/opt/aws/neuron/bin:/usr/bin:/bin", "LD_LIBRARY_PATH": "/opt/aws/neuron/lib"}
-    for index, node in enumerate(nodes):
-        (container,) = node["template"]["spec"]["containers"]
-        script = container["command"][-1]
-        assert script.index(">> /etc/environment") < script.index("exec /usr/sbin/sshd")
-        # Run the part before sshd against a scratch file, with the pod's variables over the image's.
-        environment_file = tmp_path / f"environment-{index}"
-        writer = script[: script.index(" && ssh-keygen")].replace("/etc/environment", str(environment_file))
-        pod_environment = {e["name"]: e["value"] for e in container["env"] if "value" in e}
-        subprocess.run(["bash", "-c", writer], env={**image_environment, "HOME": "/root", **pod_environment}, check=True)
-        written = dict(line.split("=", 1) for line in environment_file.read_text().splitlines())
-        forwarded = {k: v for k, v in pod_environment.items() if k.startswith(("FI_", "CCOM_", "NEURON_"))}
-        assert {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "CCOM_SOCKET_IFNAME"} <= set(forwarded)
-        assert written == {**image_environment, **forwarded}  # and nothing else (HOME stays the session's own)

@@ -82,7 +82,10 @@ def test_existing_vpc_is_adopted_not_created():
     assert not plan.find("aws:ec2/vpc:Vpc") and not plan.find(SUBNET) and not plan.find(NAT)
     assert plan.outputs["vpcId"] == EXISTING["existingVpcId"]
     assert plan.outputs["trainiumSubnetId"] == EXISTING["existingTrainiumSubnetId"]
-    ng = one([r for r in plan.find("aws:eks/nodeGroup:NodeGroup") if r.inputs["amiType"] == "AL2023_x86_64_NEURON"])
+    node_class = one(plan.find("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"))  # staging's pool is elastic
+    assert node_class.inputs["spec"]["subnetSelectorTerms"] == [{"id": EXISTING["existingTrainiumSubnetId"]}]
+    managed = evaluate("prod", **EXISTING)
+    ng = one([r for r in managed.find("aws:eks/nodeGroup:NodeGroup") if r.inputs["amiType"] == "AL2023_x86_64_NEURON"])
     assert ng.inputs["subnetIds"] == [EXISTING["existingTrainiumSubnetId"]]
 
 

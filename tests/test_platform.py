@@ -82,7 +82,13 @@ def test_node_group_entries_describe_the_hardware(stack_plan):
     for entry in stack_plan.outputs["trainiumNodeGroups"]:
         spec = catalog.INSTANCE_TYPES[entry["instanceType"]]
         assert entry["instanceType"] == configured[entry["name"]]["instanceType"]
-        assert entry["desiredSize"] == configured[entry["name"]]["desiredSize"]
+        group = configured[entry["name"]]
+        elastic = group.get("provisioning") == "karpenter"
+        assert entry["desiredSize"] == (0 if elastic else group["desiredSize"])  # an elastic pool runs none when idle
+        assert entry["maxSize"] == group["maxSize"]
+        scaling = stack_plan.outputs["trainiumNodeGroupScaling"][entry["name"]]
+        assert scaling["provisioning"] == group.get("provisioning", "managed")
+        assert ("idleMinutes" in scaling) == elastic
         assert entry["neuronDevicesPerNode"] == spec.neuron_devices
         assert entry["neuronCoresPerNode"] == spec.neuron_cores
         assert entry["efaInterfacesPerNode"] == spec.max_efa_interfaces

@@ -1,6 +1,6 @@
 """Policy packs: every stack passes; every policy catches a minimal mutation of a real stack's plan.
 
-The mutation cases are one table keyed by policy name (``tests/policy_mutations.py``), and the table's keys are
+The mutation cases are one table keyed by policy name (``tests/policy_mutations.py`` with ``tests/elastic_mutations.py``), and its keys are
 exactly the packs' policies, so a policy without a mutation case (or a case for no policy) fails the suite.
 """
 
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from policy_mutations import MUTATIONS, SPARED, Case, plan_of, resource, trainium_node_group
+from elastic_mutations import ELASTIC_CASES, SPARED_ELASTIC
+from policy_mutations import MANAGED_GROUP_AND_PLATFORM_CASES, SPARED_MANAGED, Case, plan_of, resource, trainium_node_group
 from support import STACKS, cached_plan
 
 from policies.packs import PACKS
@@ -19,6 +20,18 @@ from policies.rules.security import ECR
 from preflight import check
 
 ALL_POLICIES = {p.name for pack in PACKS for p in pack.policies}
+
+
+def merged(*tables: dict[str, list[Case]]) -> dict[str, list[Case]]:
+    together: dict[str, list[Case]] = {}
+    for table in tables:
+        for policy, cases in table.items():
+            together.setdefault(policy, []).extend(cases)
+    return together
+
+
+MUTATIONS = merged(MANAGED_GROUP_AND_PLATFORM_CASES, ELASTIC_CASES)
+SPARED = merged(SPARED_MANAGED, SPARED_ELASTIC)
 
 
 def findings(plan: dict, config: dict | None = None) -> check.CheckResult:
@@ -126,9 +139,9 @@ def test_invalid_policy_config_is_rejected(config, words):
 
 
 def test_enforcement_levels_follow_the_config():
-    plan = plan_of("dev")
+    plan = plan_of("prod")
     trainium_node_group(plan)["inputs"]["amiType"] = "AL2023_x86_64_STANDARD"
-    advisory = findings(plan, config={**check.load_policy_config("dev"), "trainium-neuron-ami": "advisory"}).violations
+    advisory = findings(plan, config={**check.load_policy_config("prod"), "trainium-neuron-ami": "advisory"}).violations
     assert [(v.policy, v.enforcement_level) for v in advisory] == [("trainium-neuron-ami", "advisory")]
     assert not findings(plan, config={"all": "disabled"}).violations
 

@@ -11,10 +11,10 @@ import json
 import pytest
 from rule_graphs import expect, node
 
-from policies.rules import cost, security, topology
+from policies.rules import cost, scheduling, security
 from policies.rules.network import internet_covered, parse_cidrs
-from policies.rules.trainium import LAUNCH_TEMPLATE, SECURITY_GROUP
 from trainium_eks.graph import UNKNOWN
+from trainium_eks.trainium_groups import LAUNCH_TEMPLATE, SECURITY_GROUP
 
 EKS, SG_RULE, VPC_RULE = security.EKS_COMPONENT, security.SECURITY_GROUP_RULE, security.VPC_INGRESS_RULE
 ABSENT = object()
@@ -190,7 +190,7 @@ OTHER_RESOURCE_RULES = {
         ("internal", {"spec": {"type": "LoadBalancer"}, "metadata": INTERNAL}),
         ("cluster-ip", {"spec": {"type": "ClusterIP"}}),
     ],
-    (topology.etcd_pinned_with_v2_api, DEPLOYMENT): [
+    (scheduling.etcd_pinned_with_v2_api, DEPLOYMENT): [
         ("3.6-no-v2", pod({"image": "etcd:v3.6.0"}), "v3.5.x", "v2 API"),
         ("pinned-env", pod(ETCD_3_5_V2)),
         ("not-etcd", pod({"image": "app:latest"})),

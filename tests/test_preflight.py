@@ -77,15 +77,15 @@ def test_check_all_passes():
 
 def test_check_of_a_mutated_graph_exits_1_naming_the_policy(tmp_path):
     plan = json.loads(run_preflight("plan", "staging", "--json").stdout)
-    template = next(r for r in plan["resources"] if r["type"] == "aws:ec2/launchTemplate:LaunchTemplate" and "-lt" in r["name"])
-    template["inputs"]["networkInterfaces"] = template["inputs"]["networkInterfaces"][:4]
+    template = next(r for r in plan["resources"] if r["type"] == "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+    template["inputs"]["spec"]["networkInterfaces"] = template["inputs"]["spec"]["networkInterfaces"][:4]
     graph = tmp_path / "plan.json"
     graph.write_text(json.dumps(plan))
     result = run_preflight("check", "--graph", str(graph), "--json")
     assert result.returncode == 1
     report = json.loads(result.stdout)
-    # Four interfaces instead of eight: the layout rule fires on the template, and the queue, sized for eight
-    # EFA interfaces per node, now asks for more than the nodes provide.
+    # Four interfaces instead of nine on staging's elastic pool: the layout rule fires on its EC2NodeClass, and the
+    # queue, sized for eight EFA interfaces per node, now asks for more than the nodes provide.
     by_policy = {v["policy"]: v for v in report["violations"]}
     assert set(by_policy) == {"trainium-efa-interface-per-network-card", "volcano-queue-within-capacity"}
     assert by_policy["trainium-efa-interface-per-network-card"]["urn"] == template["urn"]

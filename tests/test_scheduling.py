@@ -4,23 +4,36 @@ from __future__ import annotations
 
 import math
 
+import yaml
 from support import evaluate, node_group_config, one
 
 from trainium_eks import catalog, layout, versions
 
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
 NG = "aws:eks/nodeGroup:NodeGroup"
+NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+
+
+def trainium_groups_in(plan):
+    """(instance type, maximum nodes, labels) of each Trainium group in the graph: node groups and Karpenter pools."""
+    for ng in plan.find(NG):
+        yield ng.inputs["instanceTypes"][0], int(ng.inputs["scalingConfig"]["maxSize"]), ng.inputs["labels"]
+    for pool in plan.find(NODE_POOL):
+        template = pool.inputs["spec"]["template"]
+        (instance_type,) = next(r["values"] for r in template["spec"]["requirements"] if r["key"] == INSTANCE_TYPE)
+        nodes = int(pool.inputs["spec"]["limits"]["cpu"]) // catalog.INSTANCE_TYPES[instance_type].vcpus
+        yield instance_type, nodes, template["metadata"]["labels"]
 
 
 def provisioned_from_graph(plan) -> dict[str, int]:
-    """Sum maximum nodes x per-node resources, reading instance types and sizes from the node groups in the graph."""
+    """Sum maximum nodes x per-node resources, reading instance types and sizes from the Trainium groups in the graph."""
     totals = {layout.NEURON_DEVICE_RESOURCE: 0, layout.NEURON_CORE_RESOURCE: 0, layout.EFA_RESOURCE: 0}
-    for ng in plan.find(NG):
-        spec = catalog.INSTANCE_TYPES[ng.inputs["instanceTypes"][0]]
+    for instance_type, nodes, labels in trainium_groups_in(plan):
+        spec = catalog.INSTANCE_TYPES[instance_type]
         if not spec.is_trainium:
             continue
-        nodes = int(ng.inputs["scalingConfig"]["maxSize"])
-        efa = layout.EFA_PRESENT_LABEL in ng.inputs["labels"]
+        efa = layout.EFA_PRESENT_LABEL in labels
         totals[layout.NEURON_DEVICE_RESOURCE] += nodes * spec.neuron_devices
         totals[layout.NEURON_CORE_RESOURCE] += nodes * spec.neuron_cores
         totals[layout.EFA_RESOURCE] += nodes * (spec.max_efa_interfaces if efa else 0)
@@ -74,3 +87,21 @@ def test_the_job_namespace_enforces_baseline_and_warns_at_restricted(stack_plan)
     assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
     cluster_version = stack_plan.find("eks:index:Cluster")[0].inputs["version"]
     assert labels["pod-security.kubernetes.io/enforce-version"] == f"v{cluster_version}"
+
+
+def scheduler_config(plan) -> dict:
+    volcano = one([r for r in plan.find("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "volcano"])
+    return yaml.safe_load(volcano.inputs["values"]["custom"]["scheduler_config_override"])
+
+
+def test_volcano_creates_a_waiting_jobs_pods_so_karpenter_sees_them_and_still_gangs(stack_plan):
+    """Without the enqueue action a PodGroup goes Inqueue at once and the job controller creates the pods, which stay
+    Unschedulable until Karpenter's node joins; gang still holds every pod back until minAvailable fit; proportion still
+    caps each queue at its capability."""
+    config = scheduler_config(stack_plan)
+    actions = [a.strip() for a in config["actions"].split(",")]
+    assert "enqueue" not in actions and actions[0] == "allocate"
+    plugins = [[p["name"] for p in tier["plugins"]] for tier in config["tiers"]]
+    assert "gang" in plugins[0]  # first tier: its JobReady decides whether allocate commits
+    assert "proportion" in sum(plugins, [])  # the queues' capability
+    assert "overcommit" not in sum(plugins, [])  # votes only in enqueue

@@ -10,10 +10,10 @@ import json
 import pytest
 from rule_graphs import expect, node
 
-from policies.rules import cost, deploy_path, images, repair, security, topology
-from policies.rules.trainium import LAUNCH_TEMPLATE, NODE_GROUP, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
+from policies.rules import cost, deploy_path, images, repair, scheduling, security, topology, trainium_nodes
 from trainium_eks import tokens
 from trainium_eks.graph import UNKNOWN, Graph, Node
+from trainium_eks.trainium_groups import LAUNCH_TEMPLATE, NODE_GROUP, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
 
 EKS, VPC_RULE = security.EKS_COMPONENT, security.VPC_INGRESS_RULE
 VPC_EGRESS_RULE = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
@@ -127,9 +127,9 @@ def test_topology_rules_pass_a_sound_stack_and_catch_each_change():
     expect(topology.cluster_placement_group(graph, {}), "strategy 'spread'")
     stack["placement"].props["strategy"] = UNKNOWN
     expect(topology.cluster_placement_group(graph, {}))
-    expect(topology.neuron_ami(stack["group"], {}))
+    expect(trainium_nodes.neuron_ami(graph, {}))
     stack["group"].props["amiType"] = "AL2023_x86_64_STANDARD"
-    expect(topology.neuron_ami(stack["group"], {}), "AL2023_x86_64_NEURON")
+    expect(trainium_nodes.neuron_ami(graph, {}), "AL2023_x86_64_NEURON")
     expect(topology.capacity_reservation_in_trainium_az(graph, {}))
     stack["template"].props["capacityReservationSpecification"] = {"capacityReservationTarget": {"id": "cr-1"}}
     expect(topology.capacity_reservation_in_trainium_az(graph, {}), f"without the {topology.RESERVATION_AZ_TAG} tag")
@@ -143,15 +143,15 @@ def test_plugins_queues_and_cost_on_a_small_stack():
         security.HELM_RELEASE, {"chart": "neuron-helm-chart", "values": {"devicePlugin": {"tolerations": [TOLERATION]}}}
     )
     efa = node(security.HELM_RELEASE, {"chart": "aws-efa-k8s-device-plugin", "values": {"tolerations": []}})
-    queue = node(topology.QUEUE, {"spec": {"capability": {"aws.amazon.com/neuron": 32.0}}})
+    queue = node(scheduling.QUEUE, {"spec": {"capability": {"aws.amazon.com/neuron": 32.0}}})
     graph = Graph([*stack.values(), neuron, efa, queue])
     expect(topology.device_plugins_present(graph, {}), "does not tolerate the Trainium taint")
     efa.props["values"]["tolerations"] = UNKNOWN
     expect(topology.device_plugins_present(graph, {}))
-    expect(topology.volcano_queue_within_capacity(graph, {}))
+    expect(scheduling.volcano_queue_within_capacity(graph, {}))
     queue.props["spec"]["capability"]["aws.amazon.com/neuron"] = 33.0
-    expect(topology.volcano_queue_within_capacity(graph, {}), "allows 33 aws.amazon.com/neuron")
-    expect(topology.volcano_queue_within_capacity(Graph(stack.values()), {}), "no Volcano Queue")
+    expect(scheduling.volcano_queue_within_capacity(graph, {}), "allows 33 aws.amazon.com/neuron")
+    expect(scheduling.volcano_queue_within_capacity(Graph(stack.values()), {}), "no Volcano Queue")
     expect(cost.trainium_node_limit(graph, {"maxTrainiumNodes": 1}), "grow to 2 nodes")
     expect(cost.monthly_cost_budget(graph, {"maxMonthlyUsd": 1.0}), "above this stack's budget")
     stack["group"].props["scalingConfig"]["maxSize"] = UNKNOWN

@@ -1,17 +1,20 @@
-"""Trainium node groups: EFA layout per instance type, placement, single AZ, taints, AMI, launch template hardening."""
+"""Managed Trainium node groups: EFA layout per instance type, placement, single AZ, taints, pinned AMI, launch
+template hardening, repair. Elastic pools, and what both kinds share, are in test_elastic_capacity.py."""
 
 from __future__ import annotations
 
 import pytest
 from support import STACKS, by_urn, evaluate, node_group_config, one, settings
 
-from trainium_eks import catalog, layout
+from trainium_eks import catalog, layout, versions
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 NG = "aws:eks/nodeGroup:NodeGroup"
 PG = "aws:ec2/placementGroup:PlacementGroup"
 SG = "aws:ec2/securityGroup:SecurityGroup"
 SUBNET = "aws:ec2/subnet:Subnet"
+NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 def stack_offering(instance_type: str) -> str:
@@ -110,15 +113,18 @@ def test_node_group_lives_in_the_single_trainium_subnet(stack):
         assert ng.property_dependencies["subnetIds"] == [trainium_subnet.urn]
 
 
-def test_node_group_runs_the_neuron_ami_with_the_neuron_taint_and_platform_labels(stack_plan):
-    trainium_groups = [r for r in stack_plan.find(NG) if r.inputs["amiType"] == "AL2023_x86_64_NEURON"]
-    assert trainium_groups
-    for ng in trainium_groups:
-        assert ng.inputs["taints"] == [
-            {"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": "NO_SCHEDULE"}
-        ]
-        assert ng.inputs["labels"][layout.NODE_ROLE_LABEL] == layout.TRAINIUM_NODE_ROLE
-        assert ng.inputs["instanceTypes"][0] in catalog.TRAINIUM_TYPES
+def test_node_group_runs_the_pinned_neuron_ami_with_the_neuron_taint_and_platform_labels():
+    plan = plan_with("trn1.32xlarge")
+    _, ng = trainium_parts(plan)
+    assert ng.inputs["amiType"] == "AL2023_x86_64_NEURON"
+    release = versions.NODE_IMAGE_RELEASES[settings(stack_offering("trn1.32xlarge")).config["trainium-eks:nodeImageRelease"]]
+    kubernetes = settings(stack_offering("trn1.32xlarge")).config["trainium-eks:kubernetesVersion"]
+    # EKS's AL2023 release versions are <kubelet>-<release date> (EKS User Guide, AMI versions)
+    assert ng.inputs["releaseVersion"] == f"{release.kubelet_versions[kubernetes]}-{release.tag.removeprefix('v')}"
+    assert ng.inputs["taints"] == [{"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": "NO_SCHEDULE"}]
+    assert ng.inputs["labels"][layout.NODE_ROLE_LABEL] == layout.TRAINIUM_NODE_ROLE
+    assert ng.inputs["labels"][layout.NODE_GROUP_LABEL] == "trn"
+    assert ng.inputs["instanceTypes"] == ["trn1.32xlarge"]
 
 
 def test_scaling_comes_from_the_stack_config():
@@ -147,8 +153,12 @@ def test_launch_template_is_the_version_the_node_group_uses():
     assert ng.property_dependencies["launchTemplate"] == [lt.urn]
 
 
+def odcr(instance_type: str, **extra) -> dict:
+    return {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": trainium_az_of(instance_type), "instanceCount": 2, **extra}
+
+
 def test_on_demand_capacity_reservation_targets_the_reservation():
-    reservation = {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": trainium_az_of("trn1.32xlarge")}
+    reservation = odcr("trn1.32xlarge")
     plan = plan_with("trn1.32xlarge", capacityReservation=reservation)
     lt, ng = trainium_parts(plan)
     target = lt.inputs["capacityReservationSpecification"]["capacityReservationTarget"]
@@ -158,32 +168,46 @@ def test_on_demand_capacity_reservation_targets_the_reservation():
 
 
 def test_capacity_block_uses_the_capacity_block_market():
-    reservation = {"type": "capacity-block", "id": "cr-0123456789abcdef0", "azId": trainium_az_of("trn1.32xlarge")}
+    reservation = odcr("trn1.32xlarge", type="capacity-block", hourlyUsd=15.0)
     plan = plan_with("trn1.32xlarge", capacityReservation=reservation)
     lt, ng = trainium_parts(plan)
     assert lt.inputs["instanceMarketOptions"] == {"marketType": "capacity-block"}
     assert ng.inputs["capacityType"] == "CAPACITY_BLOCK"
 
 
+def karpenter_repairs(plan) -> bool:
+    (release,) = [r for r in plan.find(RELEASE) if r.inputs["chart"] == versions.KARPENTER_CHART.chart]
+    return release.inputs["values"]["settings"]["featureGates"]["nodeRepair"]
+
+
 @pytest.mark.parametrize("stack", STACKS)
-def test_every_trainium_node_group_repairs_failed_nodes_within_the_stacks_limits(stack):
+def test_every_trainium_group_repairs_failed_nodes_within_the_stacks_limits(stack):
+    """A managed group by EKS node auto repair within the stack's limits; an elastic pool by Karpenter's node repair."""
     plan = evaluate(stack)
     config = settings(stack).config  # the stack file with Pulumi.yaml's defaults applied, as the CLI hands it over
 
     def setting(key: str) -> int:
         return int(config[f"trainium-eks:{key}"])
 
-    groups = [n for n in plan.find(NG) if n.inputs["amiType"] == "AL2023_x86_64_NEURON"]
-    assert groups
-    for group in groups:
+    managed = [n for n in plan.find(NG) if n.inputs["amiType"] == "AL2023_x86_64_NEURON"]
+    assert managed or plan.find(NODE_POOL)
+    for group in managed:
         assert group.inputs["nodeRepairConfig"] == {
             "enabled": True,
             "maxParallelNodesRepairedCount": setting("nodeRepairMaxParallel"),
             "maxUnhealthyNodeThresholdCount": setting("nodeRepairMaxUnhealthy"),
         }
+    if plan.find(NODE_POOL):
+        assert karpenter_repairs(plan) is True
 
 
-def test_repair_off_is_explicit():
-    plan = evaluate("staging", nodeRepair=False)
-    (group,) = [n for n in plan.find(NG) if n.inputs["amiType"] == "AL2023_x86_64_NEURON"]
-    assert group.inputs["nodeRepairConfig"] == {"enabled": False}
+@pytest.mark.parametrize("provisioning", ["managed", "karpenter"])
+def test_repair_off_is_explicit(provisioning):
+    sizes = {"minSize": 0, "desiredSize": 0} if provisioning == "managed" else {}
+    group = {"name": "trn", "instanceType": "trn1.32xlarge", "provisioning": provisioning, "maxSize": 2, **sizes}
+    plan = evaluate(stack_offering("trn1.32xlarge"), nodeRepair=False, trainiumNodeGroups=[group])
+    if provisioning == "managed":
+        _, ng = trainium_parts(plan)
+        assert ng.inputs["nodeRepairConfig"] == {"enabled": False}
+    else:
+        assert karpenter_repairs(plan) is False

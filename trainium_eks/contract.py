@@ -12,11 +12,11 @@ version is at least the one that introduced the keys it reads. Keys of a newer m
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, PositiveInt, StrictStr, ValidationError
 
-CONTRACT_VERSION = "1.2.0"
+CONTRACT_VERSION = "1.3.0"
 FIRST = "1.0.0"
 
 
@@ -45,6 +45,17 @@ class NodeGroup(Entry):
     vcpus_per_node: PositiveInt = Field(alias="vcpusPerNode")
     memory_gib_per_node: PositiveInt = Field(alias="memoryGiBPerNode")
     node_selector: dict[StrictStr, StrictStr] = Field(alias="nodeSelector")
+
+
+class NodeGroupScaling(Entry):
+    """How a node group's nodes come and go: ``managed`` runs desiredSize nodes until the stack changes; ``karpenter``
+    runs none until a job's pods wait, up to maxSize, and removes a node idle for ``idleMinutes``."""
+
+    provisioning: Literal["managed", "karpenter"]
+    idle_minutes: PositiveInt | None = Field(None, alias="idleMinutes")
+
+
+MANAGED_SCALING = NodeGroupScaling(provisioning="managed")  # what a platform older than 1.3.0 runs
 
 
 class Taint(Entry):
@@ -107,6 +118,21 @@ class PlatformContract(BaseModel):
     trainium_private_ips_per_node: dict[StrictStr, PositiveInt] | None = since(
         "1.2.0", default=None, alias="trainiumPrivateIpsPerNode"
     )
+
+    # How each node group scales, a top-level key for the same reason as trainiumPrivateIpsPerNode.
+    trainium_node_group_scaling: dict[StrictStr, NodeGroupScaling] | None = since(
+        "1.3.0", default=None, alias="trainiumNodeGroupScaling"
+    )
+
+    def scaling(self, group: NodeGroup) -> NodeGroupScaling:
+        return (self.trainium_node_group_scaling or {}).get(group.name, MANAGED_SCALING)
+
+    def elastic(self, group: NodeGroup) -> bool:
+        return self.scaling(group).provisioning == "karpenter"
+
+    def node_ceiling(self, group: NodeGroup) -> int:
+        """The most nodes of ``group`` a job can have: those that run (managed), or maxSize (elastic)."""
+        return group.max_size if self.elastic(group) else group.desired_size
 
     @property
     def version(self) -> str:

@@ -1,17 +1,25 @@
 """Cost estimate of a stack from its resource graph: one implementation for `preflight` and the cost-guard pack.
 
 Hourly on-demand list prices from the hardware catalog, for what dominates a training platform's bill:
-Trainium and system nodes (desired count x instance price), their EBS root volumes, the EKS control plane,
-NAT gateways (hours and public IPv4; data processing is usage-based and left out) and FSx for Lustre storage.
-Data transfer, CloudWatch logs, backups, ECR storage and KMS requests are usage-based and not estimated.
+Trainium and system nodes, their EBS root volumes, the EKS control plane, NAT gateways (hours and public IPv4; data
+processing is usage-based and left out) and FSx for Lustre storage. Data transfer, CloudWatch logs, backups, ECR
+storage and KMS requests are usage-based and not estimated.
+
+Two figures: **busy**, every elastic (Karpenter) pool at maxSize, and **idle**, no job waiting, when an elastic pool
+runs no node. A managed node group runs its desired size either way. A capacity reservation is billed for its
+instances whether they run or not: an On-Demand Capacity Reservation at the on-demand rate (EC2 User Guide, "Billing
+for Capacity Reservations"), a Capacity Block at the price it was bought for, paid up front (EC2 User Guide, "Capacity
+Blocks pricing and billing"), which the stack config states because AWS sets it by supply and demand.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from trainium_eks import catalog, tokens, versions
-from trainium_eks.graph import Graph, Node, dig, is_unknown
+from trainium_eks import catalog, layout, tokens, versions
+from trainium_eks.graph import Graph, Node, dig, number
+from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
 
 NODE_GROUP = tokens.EKS_NODE_GROUP
 LAUNCH_TEMPLATE = tokens.EC2_LAUNCH_TEMPLATE
@@ -20,13 +28,19 @@ EKS_CLUSTER = tokens.EKS_CLUSTER
 NAT_GATEWAY = tokens.EC2_NAT_GATEWAY
 FSX = tokens.FSX_LUSTRE_FILE_SYSTEM
 EKS_DEFAULT_DISK_GIB = 20  # EKS's root volume when neither the node group nor its launch template sets one
+GIB = re.compile(r"^(\d+)Gi$")  # an EC2NodeClass volume size as the platform writes it
 
 
 @dataclass(frozen=True)
 class CostLine:
     urn: str
     description: str
-    hourly_usd: float
+    hourly_usd: float  # busy
+    idle_hourly_usd: float | None = None  # None: the same when idle
+
+    @property
+    def idle(self) -> float:
+        return self.hourly_usd if self.idle_hourly_usd is None else self.idle_hourly_usd
 
 
 @dataclass(frozen=True)
@@ -41,40 +55,92 @@ class CostEstimate:
     def monthly_usd(self) -> float:
         return round(self.hourly_usd * catalog.HOURS_PER_MONTH, 2)
 
+    @property
+    def idle_hourly_usd(self) -> float:
+        return round(sum(line.idle for line in self.lines), 4)
+
+    @property
+    def idle_monthly_usd(self) -> float:
+        return round(self.idle_hourly_usd * catalog.HOURS_PER_MONTH, 2)
+
     def to_json(self) -> dict:
         return {
             "hourlyUsd": self.hourly_usd,
             "monthlyUsd": self.monthly_usd,
+            "idleHourlyUsd": self.idle_hourly_usd,
+            "idleMonthlyUsd": self.idle_monthly_usd,
             "priceSource": catalog.PRICE_SOURCE,
-            "lines": [{"urn": c.urn, "description": c.description, "hourlyUsd": round(c.hourly_usd, 4)} for c in self.lines],
+            "lines": [
+                {
+                    "urn": c.urn,
+                    "description": c.description,
+                    "hourlyUsd": round(c.hourly_usd, 4),
+                    "idleHourlyUsd": round(c.idle, 4),
+                }
+                for c in self.lines
+            ],
         }
 
 
-def _number(value) -> float | None:
-    return None if value is None or is_unknown(value) else float(value)
+def _volume_line(urn: str, busy: int, idle: int, disk: float) -> CostLine:
+    per_node = disk * catalog.EBS_GP3_USD_PER_GB_MONTH / catalog.HOURS_PER_MONTH
+    return CostLine(urn, f"{busy} x {int(disk)} GiB gp3 root volume", busy * per_node, idle * per_node)
 
 
-def _node_group(node: Node, region: str) -> list[CostLine]:
+def _system_node_group(node: Node, region: str) -> list[CostLine]:
     templates = node.linked("launchTemplate", LAUNCH_TEMPLATE)
     types = node.props.get("instanceTypes") or []
-    instance_type = types[0] if isinstance(types, list) and types and not is_unknown(types[0]) else None
-    if instance_type is None and templates:
-        instance_type = templates[0].props.get("instanceType")
-    spec = catalog.INSTANCE_TYPES.get(instance_type or "")
-    desired = _number(dig(node.props, "scalingConfig", "desiredSize"))
+    spec = catalog.INSTANCE_TYPES.get(types[0] if isinstance(types, list) and types and isinstance(types[0], str) else "")
+    desired = number(dig(node.props, "scalingConfig", "desiredSize"))
     if spec is None or desired is None:
         return []
-    disk = _number(dig(templates[0].props, "blockDeviceMappings", 0, "ebs", "volumeSize")) if templates else None
-    disk = disk or _number(node.props.get("diskSize")) or EKS_DEFAULT_DISK_GIB
+    disk = number(dig(templates[0].props, "blockDeviceMappings", 0, "ebs", "volumeSize")) if templates else None
     count = int(desired)
     return [
         CostLine(node.urn, f"{count} x {spec.name} on demand", count * spec.price(region)),
-        CostLine(
-            node.urn,
-            f"{count} x {int(disk)} GiB gp3 root volume",
-            count * disk * catalog.EBS_GP3_USD_PER_GB_MONTH / catalog.HOURS_PER_MONTH,
-        ),
+        _volume_line(node.urn, count, count, disk or number(node.props.get("diskSize")) or EKS_DEFAULT_DISK_GIB),
     ]
+
+
+def _root_volume_gib(group: TrainiumGroup) -> float:
+    if group.template is None:
+        return EKS_DEFAULT_DISK_GIB
+    if group.elastic:
+        size = dig(group.template.props, "spec", "blockDeviceMappings", 0, "ebs", "volumeSize")
+        match = GIB.match(size) if isinstance(size, str) else None
+        return float(match.group(1)) if match else EKS_DEFAULT_DISK_GIB
+    return number(dig(group.template.props, "blockDeviceMappings", 0, "ebs", "volumeSize")) or EKS_DEFAULT_DISK_GIB
+
+
+def _reservation_line(group: TrainiumGroup, region: str) -> CostLine | None:
+    """A reserved group's instances, billed whether they run or not (None: the group targets no reservation)."""
+    if not group.reservation_target():
+        return None
+    instances = number(group.reservation_fact(layout.CAPACITY_RESERVATION_INSTANCES_TAG))
+    block_rate = number(group.reservation_fact(layout.CAPACITY_BLOCK_HOURLY_USD_TAG))
+    if instances is None:
+        return None
+    count, name = int(instances), group.spec.name
+    if block_rate is not None:
+        return CostLine(
+            group.node.urn, f"{count} x {name} Capacity Block at {block_rate:g} USD/h, used or not", count * block_rate
+        )
+    return CostLine(
+        group.node.urn, f"{count} x {name} On-Demand Capacity Reservation, used or not", count * group.spec.price(region)
+    )
+
+
+def _trainium_group(group: TrainiumGroup, region: str) -> list[CostLine]:
+    busy, idle = (group.max_size, 0) if group.elastic else (group.desired_size, group.desired_size)
+    if busy is None or idle is None:
+        return []
+    volumes = _volume_line(group.node.urn, busy, idle, _root_volume_gib(group))
+    reserved = _reservation_line(group, region)
+    if reserved is not None:
+        return [reserved, volumes]
+    name, price = group.spec.name, group.spec.price(region)
+    described = f"up to {busy} x {name} on demand while jobs run, none idle" if group.elastic else f"{busy} x {name} on demand"
+    return [CostLine(group.node.urn, described, busy * price, idle * price), volumes]
 
 
 def _control_plane(node: Node) -> list[CostLine]:
@@ -87,8 +153,8 @@ def _control_plane(node: Node) -> list[CostLine]:
 
 def _file_system(node: Node) -> list[CostLine]:
     deployment = node.props.get("deploymentType")
-    capacity = _number(node.props.get("storageCapacity"))
-    throughput = int(_number(node.props.get("perUnitStorageThroughput")) or 0)
+    capacity = number(node.props.get("storageCapacity"))
+    throughput = int(number(node.props.get("perUnitStorageThroughput")) or 0)
     price = catalog.FSX_LUSTRE_USD_PER_GB_MONTH.get((deployment, throughput))
     if capacity is None or price is None:
         return []
@@ -100,9 +166,13 @@ def _file_system(node: Node) -> list[CostLine]:
 
 def estimate(graph: Graph, region: str) -> CostEstimate:
     lines: list[CostLine] = []
+    groups = trainium_groups(graph)
+    trainium = {id(g.node) for g in groups}
+    for group in groups:
+        lines += _trainium_group(group, group.region or region)
     for node in graph:
-        if node.type == NODE_GROUP:
-            lines += _node_group(node, node.region or region)
+        if node.type == NODE_GROUP and id(node) not in trainium:
+            lines += _system_node_group(node, node.region or region)
         elif node.type == EKS_COMPONENT or (node.type == EKS_CLUSTER and not (node.parent and node.parent.type == EKS_COMPONENT)):
             lines += _control_plane(node)
         elif node.type == NAT_GATEWAY:

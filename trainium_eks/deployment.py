@@ -59,6 +59,12 @@ CREATE_MINUTES: Mapping[str, tuple[float, str]] = {
     tokens.K8S_PERSISTENT_VOLUME_CLAIM: (0.1, "binds at once to a static volume (estimate)"),
     tokens.CLOUDWATCH_LOG_GROUP: (0.05, "an API call (estimate)"),
     tokens.CLOUDWATCH_METRIC_ALARM: (0.05, "an API call (estimate)"),
+    tokens.CLOUDWATCH_EVENT_RULE: (0.05, "an API call (estimate)"),
+    tokens.CLOUDWATCH_EVENT_TARGET: (0.05, "an API call (estimate)"),
+    tokens.SQS_QUEUE: (0.05, "an API call (estimate)"),
+    tokens.SQS_QUEUE_POLICY: (0.05, "an API call (estimate)"),
+    tokens.EKS_ACCESS_ENTRY: (0.05, "an API call (estimate)"),
+    tokens.IAM_POLICY: (0.05, f"0-4 s {OBSERVED}"),
     tokens.CLOUDWATCH_DASHBOARD: (0.05, "an API call (estimate)"),
 }
 KUBERNETES_OBJECT = (0.05, "an API call (estimate)")

@@ -41,6 +41,16 @@ def known(value: Any) -> bool:
     return True
 
 
+def number(value: Any) -> float | None:
+    """A known number (the engine carries numbers as floats; some inputs are numeric strings), else None."""
+    if value is None or isinstance(value, bool) or is_unknown(value):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def dig(props: Mapping, *path: str | int, default: Any = None) -> Any:
     """``props[path[0]][path[1]]...``, or ``default`` when a step is missing (unknowns are returned as they are)."""
     value: Any = props

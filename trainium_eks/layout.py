@@ -22,8 +22,12 @@ NEURON_TAINT_VALUE = "true"
 NEURON_TAINT_EFFECT_EKS = "NO_SCHEDULE"  # the EKS API spelling
 NEURON_TAINT_EFFECT_K8S = "NoSchedule"  # the Kubernetes spelling, for tolerations
 
-# Launch templates that target a capacity reservation carry its AZ ID in this tag, so policies can check it.
+# Launch templates (as tags) and EC2NodeClasses (as annotations) that target a capacity reservation carry its AZ ID,
+# its instance count and, for a Capacity Block, its price per instance-hour, so policies and the cost estimate can
+# read them from the resource graph.
 CAPACITY_RESERVATION_AZ_TAG = "trainium-eks/capacity-reservation-az-id"
+CAPACITY_RESERVATION_INSTANCES_TAG = "trainium-eks/capacity-reservation-instances"
+CAPACITY_BLOCK_HOURLY_USD_TAG = "trainium-eks/capacity-block-usd-per-hour"
 
 # Extended resources advertised by the device plugins.
 NEURON_DEVICE_RESOURCE = "aws.amazon.com/neuron"

@@ -17,6 +17,31 @@ EXTENDED_SUPPORT_KUBERNETES_VERSIONS = ("1.34",)  # billed at the extended-suppo
 
 
 @dataclass(frozen=True)
+class NodeImageRelease:
+    """One release of the EKS-optimised AMIs (awslabs/amazon-eks-ami): its tag and the kubelet it ships per
+    Kubernetes version. Managed node groups take ``<kubelet>-<date>`` as releaseVersion (EKS User Guide, "Amazon EKS
+    optimized Amazon Linux AMI versions": k8s_major.k8s_minor.k8s_patch-release_date); Karpenter takes the tag in an
+    ``al2023@<tag>`` alias and resolves the Neuron variant for accelerated types itself (karpenter-provider-aws
+    v1.14.1 pkg/providers/amifamily/al2023.go and types.go: VariantNeuron requires instance-accelerator-count)."""
+
+    tag: str
+    kubelet_versions: dict[str, str]
+    neuron_driver: str  # the aws-neuronx-dkms package of the AL2023 Neuron AMI
+
+
+# awslabs/amazon-eks-ami CHANGELOG.md, "AMI Release v20260714" (tagged 2026-07-13): AL2023_x86_64_NEURON for
+# Kubernetes 1.35 is release 1.35.6-20260714 and for 1.34 1.34.9-20260714, both with aws-neuronx-dkms 2.29.0.0 and
+# efa 3.1.0. It is the newest release the CHANGELOG describes (v20260724 is tagged without an entry), so the newest
+# whose Neuron driver is known.
+NODE_IMAGE_RELEASES = {
+    release.tag: release
+    for release in (
+        NodeImageRelease(tag="v20260714", kubelet_versions={"1.34": "1.34.9", "1.35": "1.35.6"}, neuron_driver="2.29.0.0"),
+    )
+}
+
+
+@dataclass(frozen=True)
 class HelmChart:
     chart: str  # chart name, or the full oci:// reference for OCI charts
     version: str  # exact chart version, never a range
@@ -84,7 +109,15 @@ CLOUDWATCH_OBSERVABILITY_ADDON = "amazon-cloudwatch-observability"
 # The EKS node monitoring agent (awsdocs/amazon-eks-user-guide node-health.adoc; aws/eks-node-monitoring-agent), likewise.
 NODE_MONITORING_AGENT_ADDON = "eks-node-monitoring-agent"
 
-HELM_CHARTS = (NEURON_HELM_CHART, EFA_DEVICE_PLUGIN_CHART, VOLCANO_CHART, FSX_CSI_CHART)
+# Karpenter 1.14.1 (aws/karpenter-provider-aws tag v1.14.1, 2026-08-20; getting-started guide: KARPENTER_VERSION
+# 1.14.1, oci://public.ecr.aws/karpenter/karpenter). The CRDs come from their own chart at the same version, as the
+# upgrade guide recommends: the controller chart's crds/ folder is installed once and never upgraded by Helm.
+# 1.14 supports Kubernetes 1.35 (compatibility matrix: 1.35 needs 1.9 or newer) and brings the EC2NodeClass fields the
+# elastic pools need (networkInterfaces and placementGroupSelector since 1.11).
+KARPENTER_CHART = HelmChart(chart="oci://public.ecr.aws/karpenter/karpenter", version="1.14.1", app_version="1.14.1")
+KARPENTER_CRD_CHART = HelmChart(chart="oci://public.ecr.aws/karpenter/karpenter-crd", version="1.14.1", app_version="1.14.1")
+
+HELM_CHARTS = (NEURON_HELM_CHART, EFA_DEVICE_PLUGIN_CHART, VOLCANO_CHART, FSX_CSI_CHART, KARPENTER_CHART, KARPENTER_CRD_CHART)
 IMAGES = (ETCD_IMAGE, TENSORBOARD_IMAGE)
 
 # The deploy runner's build image: CodeBuild's curated Ubuntu 22.04 image (aws/aws-codebuild-docker-images

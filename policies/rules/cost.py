@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from policies.rules import Violation, describe
-from policies.rules.trainium import trainium_groups
 from trainium_eks import cost, tokens
 from trainium_eks.graph import Graph, Node, is_unknown
+from trainium_eks.trainium_groups import trainium_groups
 
 DEFAULT_REQUIRED_TAGS = ["environment", "owner", "cost-center"]
 # Taggable types the platform creates; any other resource with a `tags` input is checked as well.

@@ -12,6 +12,10 @@ from trainium_eks import tokens
 from trainium_eks.graph import Graph, Node, dig, is_unknown, known
 
 LAUNCH_TEMPLATE = tokens.EC2_LAUNCH_TEMPLATE
+NODE_CLASS = tokens.KARPENTER_NODE_CLASS  # the launch template Karpenter renders for an elastic pool
+NODE_TEMPLATE_TYPES = (LAUNCH_TEMPLATE, NODE_CLASS)
+# What an EC2NodeClass without metadataOptions gets (CRD v1.14.1 default); an unset launch template leaves EC2's.
+NODE_CLASS_METADATA_DEFAULT = {"httpTokens": "required", "httpPutResponseHopLimit": 1}
 EKS_COMPONENT = tokens.EKS_COMPONENT_CLUSTER
 EKS_CLUSTER = tokens.EKS_CLUSTER
 FSX = tokens.FSX_LUSTRE_FILE_SYSTEM
@@ -48,6 +52,7 @@ INTERNAL_LB_ANNOTATIONS = {
 }
 DEFAULT_ALLOWED_CHART_REPOSITORIES = [
     "oci://public.ecr.aws/neuron",
+    "oci://public.ecr.aws/karpenter",
     "https://aws.github.io/eks-charts",
     "https://volcano-sh.github.io/helm-charts",
     "https://kubernetes-sigs.github.io/aws-fsx-csi-driver",
@@ -59,13 +64,22 @@ def _true(value) -> bool:
     return value is True or value == "true"
 
 
+def _node_settings(node: Node) -> tuple[dict, dict]:
+    """A launch template's inputs, or an EC2NodeClass's spec, and the metadata options an unset field takes."""
+    if node.type == NODE_CLASS:
+        spec = node.props.get("spec")
+        return (spec if isinstance(spec, dict) else {}), NODE_CLASS_METADATA_DEFAULT
+    return node.props, {}
+
+
 def imdsv2_required(node: Node, config: dict) -> Iterator[Violation]:
-    tokens = dig(node.props, "metadataOptions", "httpTokens")
+    props, defaults = _node_settings(node)
+    tokens = dig(props, "metadataOptions", "httpTokens", default=defaults.get("httpTokens"))
     if not is_unknown(tokens) and tokens != "required":
         yield Violation(
             node.urn, f"{describe(node)} allows IMDSv1 (httpTokens={tokens!r}); set metadataOptions.httpTokens to 'required'"
         )
-    hops = dig(node.props, "metadataOptions", "httpPutResponseHopLimit")
+    hops = dig(props, "metadataOptions", "httpPutResponseHopLimit", default=defaults.get("httpPutResponseHopLimit"))
     allowed = config.get("maxHopLimit", 1)
     if hops is not None and not is_unknown(hops) and (not isinstance(hops, (int, float)) or hops > allowed):  # unset: 1
         yield Violation(
@@ -76,7 +90,7 @@ def imdsv2_required(node: Node, config: dict) -> Iterator[Violation]:
 
 
 def encrypted_block_devices(node: Node, config: dict) -> Iterator[Violation]:
-    for mapping in node.props.get("blockDeviceMappings") or []:
+    for mapping in _node_settings(node)[0].get("blockDeviceMappings") or []:
         encrypted = dig(mapping, "ebs", "encrypted")
         if not is_unknown(encrypted) and mapping.get("ebs") is not None and not _true(encrypted):
             yield Violation(node.urn, f"{describe(node)} maps {mapping.get('deviceName')} unencrypted; set ebs.encrypted")

@@ -23,17 +23,48 @@ class CapacityReservation:
     kind: str  # "odcr" or "capacity-block"
     reservation_id: str
     az_id: str
+    instance_count: int  # the instances the reservation holds, billed whether they run or not
+    hourly_usd: float | None = None  # a Capacity Block's price per instance-hour; None: an ODCR, at the on-demand rate
+
+
+@dataclass(frozen=True)
+class NodeImage:
+    """The one EKS-optimised AL2023 release every Trainium node of the stack boots, whichever provisions it."""
+
+    release: str  # the amazon-eks-ami release tag, e.g. v20260714
+    kubelet_version: str  # that release's kubelet for the cluster's Kubernetes version, e.g. 1.35.0
+
+    @property
+    def release_version(self) -> str:
+        """An EKS managed node group's ``releaseVersion``: ``<kubelet version>-<release date>``."""
+        return f"{self.kubelet_version}-{self.release.removeprefix('v')}"
+
+    @property
+    def karpenter_alias(self) -> str:
+        """A Karpenter EC2NodeClass ``amiSelectorTerms`` alias pinned to the release."""
+        return f"al2023@{self.release}"
+
+
+MANAGED = "managed"
+KARPENTER = "karpenter"
 
 
 @dataclass(frozen=True)
 class TrainiumNodeGroupConfig:
     name: str
     instance_type: str
-    scaling: Scaling
+    scaling: Scaling  # an elastic group's is 0..0..maxSize: no node runs until a job waits
     efa: bool
     root_volume_gib: int
     labels: Mapping[str, str]
     capacity_reservation: CapacityReservation | None
+    node_image: NodeImage
+    provisioning: str = MANAGED  # MANAGED or KARPENTER
+    idle_minutes: int | None = None  # KARPENTER only: an empty node is removed after this long
+
+    @property
+    def elastic(self) -> bool:
+        return self.provisioning == KARPENTER
 
     @property
     def spec(self) -> catalog.InstanceType:

@@ -7,41 +7,20 @@ Each rule names the key it is about and the fix. Names the platform derives from
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from types import MappingProxyType
 
 from trainium_eks import catalog
 from trainium_eks.config import platform as p
-from trainium_eks.config.errors import ConfigError
+from trainium_eks.config.checks import NODE_GROUP_NAME_MAX, Key, check, scaling
 from trainium_eks.config.fields import ECR_NAME
-from trainium_eks.config.stack import NodeGroupInput, StackInput
+from trainium_eks.config.node_groups import node_groups
+from trainium_eks.config.stack import StackInput
 
 FSX_THROUGHPUT = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250, 500, 1000)}
 # EKS CreateCluster: name up to 100 of [0-9A-Za-z-_], starting alphanumeric; CreateNodegroup: name up to 63.
 CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,99}$")
-NODE_GROUP_NAME_MAX = 63
 SYSTEM_NODE_GROUP_SUFFIX = "-system"
 DEPLOY_RUNNER_SUFFIX = "-deploy"  # the runner's CodeBuild project is <cluster name>-deploy
-
-Key = Callable[[str], str]
-
-
-def check(condition: bool, key: str, problem: str, fix: str) -> None:
-    if not condition:
-        raise ConfigError(key, problem, fix)
-
-
-def scaling(key: Key, min_size: int, desired: int, max_size: int) -> p.Scaling:
-    check(min_size >= 0, key("minSize"), f"{min_size} is negative", "use 0 or more")
-    check(max_size >= 1, key("maxSize"), f"{max_size} is below 1", "allow at least one node")
-    check(min_size <= max_size, key("minSize"), f"{min_size} is above maxSize {max_size}", "make minSize <= maxSize")
-    check(
-        min_size <= desired <= max_size,
-        key("desiredSize"),
-        f"{desired} is outside minSize..maxSize ({min_size}..{max_size})",
-        "set desiredSize between minSize and maxSize",
-    )
-    return p.Scaling(min_size, desired, max_size)
 
 
 def platform(stack_input: StackInput, *, project: str, stack: str, region: str, key: Key) -> p.PlatformConfig:
@@ -72,7 +51,7 @@ def platform(stack_input: StackInput, *, project: str, stack: str, region: str, 
         ),
         network=network,
         cluster=_cluster(s, cluster_name, key),
-        trainium_node_groups=_node_groups(s, cluster_name, region, key),
+        trainium_node_groups=node_groups(s, cluster_name, region, key),
         monitoring=_monitoring(s, key),
         node_health=_node_health(s, key),
         scheduling=_scheduling(s, key),
@@ -122,69 +101,6 @@ def _network(s: StackInput, region: str, key: Key) -> p.NetworkConfig:
         ):
             check(not value, key(orphan), "set without existingVpcId", "set existingVpcId too, or remove it")
     return p.NetworkConfig(s.vpc_cidr, s.availability_zone_count, s.nat_gateways, s.trainium_az_id, existing)
-
-
-def _node_groups(s: StackInput, cluster_name: str, region: str, key: Key) -> tuple[p.TrainiumNodeGroupConfig, ...]:
-    groups, names = [], set()
-    for index, group in enumerate(s.trainium_node_groups):
-
-        def at(name: str, index=index) -> str:
-            return f"{key('trainiumNodeGroups')}[{index}].{name}"
-
-        check(group.name not in names, at("name"), f"'{group.name}' is used twice", "give each node group its own name")
-        names.add(group.name)
-        check(
-            len(f"{cluster_name}-{group.name}") <= NODE_GROUP_NAME_MAX,
-            at("name"),
-            f"'{cluster_name}-{group.name}' is longer than EKS's {NODE_GROUP_NAME_MAX} characters",
-            "use a shorter node group (or stack) name",
-        )
-        groups.append(_node_group(group, s.trainium_az_id, region, at))
-    return tuple(groups)
-
-
-def _node_group(group: NodeGroupInput, az_id: str, region: str, at: Key) -> p.TrainiumNodeGroupConfig:
-    spec = catalog.INSTANCE_TYPES[group.instance_type]
-    offered = catalog.az_ids_offering(group.instance_type, region)
-    check(
-        spec.offered_in(region, az_id),
-        at("instanceType"),
-        f"{group.instance_type} is not offered in {az_id} ({region})",
-        f"set trainiumAzId to one of {', '.join(offered)}" if offered else "pick a region that offers it",
-    )
-    group_scaling = scaling(at, group.min_size, group.desired_size, group.max_size)
-    efa = spec.supports_efa if group.efa is None else group.efa
-    check(
-        not efa or spec.supports_efa,
-        at("efa"),
-        f"{group.instance_type} has no EFA support",
-        "remove efa (or set it to false), or use an EFA-capable type such as trn1.32xlarge",
-    )
-    check(
-        efa or not spec.supports_efa,
-        at("efa"),
-        f"{group.instance_type} is EFA-capable and must run with EFA",
-        "remove efa: false; multi-node training over Neuron collectives needs EFA",
-    )
-    reservation = None
-    if group.capacity_reservation is not None:
-        r = group.capacity_reservation
-        check(
-            r.az_id == az_id,
-            at("capacityReservation.azId"),
-            f"{r.az_id} differs from trainiumAzId {az_id}",
-            "use a reservation in the Trainium AZ, or move trainiumAzId to the reservation's AZ",
-        )
-        reservation = p.CapacityReservation(r.type, r.id, r.az_id)
-    return p.TrainiumNodeGroupConfig(
-        group.name,
-        group.instance_type,
-        group_scaling,
-        efa,
-        group.root_volume_gib,
-        MappingProxyType(dict(group.labels)),
-        reservation,
-    )
 
 
 def _node_health(s: StackInput, key: Key) -> p.NodeHealthConfig:

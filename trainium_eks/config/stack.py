@@ -47,14 +47,34 @@ class CapacityReservationInput(Strict):
     type: f.one_of(("odcr", "capacity-block"), "use odcr or capacity-block")
     id: f.matching(f.RESERVATION_ID, "'{value}' is not a capacity reservation ID", "use the cr-... ID")
     az_id: StrictStr = Field(alias="azId")
+    # A reservation is billed for its instances whether they run or not (an ODCR at the on-demand rate; a Capacity
+    # Block up front at its own price: EC2 User Guide, "Capacity Blocks pricing and billing"), so the cost estimate
+    # needs both; AWS publishes no fixed Capacity Block price (it follows supply and demand).
+    instance_count: f.between(1, 10_000, "use the reservation's instance count") = Field(alias="instanceCount")
+    hourly_usd: (
+        Annotated[f.Number, f.rule(lambda v: v > 0, "{value} is not a price", "use the block's USD per instance-hour")] | None
+    ) = Field(None, alias="hourlyUsd")
+
+
+# How a Trainium node group is provisioned: an EKS managed node group of a fixed size, or a Karpenter NodePool that
+# brings nodes when jobs wait and removes them when idle.
+PROVISIONING = ("managed", "karpenter")
+# Karpenter removes an empty elastic node after this many minutes (NodePool consolidateAfter): long enough for the
+# next job of a queue to find the node, its pulled image and its warm local compile cache, short enough that an idle
+# trn1.32xlarge (about 21.50 USD/hour) is not kept for long.
+DEFAULT_IDLE_MINUTES = 30
+MAX_IDLE_MINUTES = 24 * 60
 
 
 class NodeGroupInput(Strict):
     name: f.dns_label(32)
     instance_type: f.one_of(tuple(catalog.TRAINIUM_TYPES), what="a Trainium type in the catalog") = Field(alias="instanceType")
-    min_size: NodeCount = Field(alias="minSize")
-    desired_size: NodeCount = Field(alias="desiredSize")
+    provisioning: f.one_of(PROVISIONING, "use managed (a fixed-size EKS managed node group) or karpenter (elastic)") = "managed"
+    # A managed group needs all three sizes; an elastic group only maxSize (rules.py checks each kind).
+    min_size: NodeCount | None = Field(None, alias="minSize")
+    desired_size: NodeCount | None = Field(None, alias="desiredSize")
     max_size: NodeCount = Field(alias="maxSize")
+    idle_minutes: f.between(1, MAX_IDLE_MINUTES, "use whole minutes from 1 to 1440") | None = Field(None, alias="idleMinutes")
     efa: f.Boolean | None = None  # None: what the instance type supports
     root_volume_gib: f.between(100, 16384, "use at least 100 GiB") = Field(DEFAULT_ROOT_VOLUME_GIB, alias="rootVolumeGiB")
     labels: dict[f.LabelKey, f.LabelValue] = Field(default_factory=dict, max_length=64)
@@ -92,6 +112,18 @@ class StackInput(Strict):
     ] = Field(alias="existingPrivateSubnetIds")
     existing_trainium_subnet_id: StrictStr = Field(alias="existingTrainiumSubnetId")
     kubernetes_version: f.one_of(versions.SUPPORTED_KUBERNETES_VERSIONS) = Field(alias="kubernetesVersion")
+    node_image_release: Annotated[
+        StrictStr,
+        f.rule(
+            lambda v: v in versions.NODE_IMAGE_RELEASES,
+            lambda v: (
+                "'latest' floats: a new node would get whatever driver EKS published that day"
+                if v.lower().endswith("latest")
+                else f"'{v}' is not a node image release of trainium_eks/versions.py"
+            ),
+            "pin one of " + ", ".join(versions.NODE_IMAGE_RELEASES),
+        ),
+    ] = Field(alias="nodeImageRelease")
     endpoint_public_access: f.Boolean = Field(alias="endpointPublicAccess")
     public_access_cidrs: Annotated[
         list[f.PublicCidr],

@@ -1,0 +1,54 @@
+"""Which nodes a job takes: the node group it names, how many of its nodes (what a managed group runs, or up to an
+elastic group's maxSize, which Karpenter brings), and each pod's share of a whole node."""
+
+from __future__ import annotations
+
+from trainium_eks.contract import NodeGroup, PlatformContract
+
+RESERVED_VCPUS = 4  # kubelet, the VPC CNI and the device-plugin DaemonSets
+MEMORY_FRACTION = 0.9
+
+
+class LaunchError(Exception):
+    """Bad input to the launcher; the message is one line naming the option and the fix."""
+
+
+def choose_node_group(contract: PlatformContract, name: str | None) -> NodeGroup:
+    if name is None:
+        return contract.node_groups[0]
+    for group in contract.node_groups:
+        if group.name == name:
+            return group
+    raise LaunchError(f"--node-group {name}: no such node group; the stack has {', '.join(g.name for g in contract.node_groups)}")
+
+
+def node_count(contract: PlatformContract, group: NodeGroup, requested: int | None, default: int = 2) -> int:
+    """The nodes a job takes: ``requested``, else ``default`` (at most what the group can hold). A managed group holds
+    the nodes it runs (desiredSize); an elastic group up to maxSize, which Karpenter brings when the job waits."""
+    ceiling = contract.node_ceiling(group)
+    if ceiling == 0:
+        raise LaunchError(
+            f"--node-group {group.name}: the group runs no node (desiredSize 0), so a job there would wait forever; "
+            "scale it up, or make it elastic (provisioning: karpenter)"
+        )
+    nodes = min(default, ceiling) if requested is None else requested
+    if nodes > ceiling:
+        if contract.elastic(group):
+            raise LaunchError(
+                f"--nodes {nodes}: elastic node group {group.name} grows to {ceiling} nodes at most (maxSize); "
+                "raise its maxSize or lower --nodes"
+            )
+        raise LaunchError(
+            f"--nodes {nodes}: node group {group.name} runs {ceiling} nodes "
+            f"({nodes * group.neuron_cores_per_node} cores asked, {ceiling * group.neuron_cores_per_node} "
+            "provisioned); scale the node group (desiredSize), make it elastic, or lower --nodes"
+        )
+    return nodes
+
+
+def whole_node_share(group: NodeGroup) -> dict[str, int]:
+    """The vCPUs and MB of memory a pod that takes a whole node of ``group`` asks for (the rest runs the node)."""
+    return {
+        "cpu": max(1, group.vcpus_per_node - RESERVED_VCPUS),
+        "mem_mb": int(group.memory_gib_per_node * 1024 * MEMORY_FRACTION),
+    }

@@ -1,0 +1,102 @@
+"""What every acceptance check's pods share: the restricted security context, a scratch /tmp, requests on every
+container, the one-shot lifecycle, and the refusal of a two-node EFA check where it cannot run."""
+
+from __future__ import annotations
+
+from jobs import TRAINING_IMAGE_TAG
+from jobs.capacity import LaunchError, choose_node_group
+from jobs.launch import DO_NOT_DISRUPT, request_devices
+from trainium_eks.contract import NodeGroup, PlatformContract
+from trainium_eks.pod_security import restricted_container_security_context, restricted_pod_security_context
+
+LABEL = "trainium-eks/acceptance"
+# Checks run as an unprivileged user. The Neuron driver's udev rule makes /dev/neuron* usable without root
+# (aws-neuron-driver README: KERNEL=="neuron*", MODE="0666"); a node that restricts the devices to a group, as
+# Neuron's security guidance suggests, needs that group in the pods' supplementalGroups. Checks that write to
+# the shared volume run as root, its owner (the training image writes it as root), with every other control.
+CHECK_UID = 1000
+SHARED_VOLUME_OWNER = 0
+SCRATCH = {"name": "scratch", "mountPath": "/tmp"}  # the only writable path under a read-only root filesystem
+# cpu and memory of each check's container: enough for a shell, neuron-ls or a Python client.
+CHECK_RESOURCES = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}
+
+
+def check_image(contract: PlatformContract) -> str:
+    return f"{contract.ecr_repository_url}:{TRAINING_IMAGE_TAG}"
+
+
+def hardened(pod_spec: dict, uid: int = CHECK_UID) -> dict:
+    """The pod under the "restricted" Pod Security Standard (as root only when ``uid`` is 0), with a scratch
+    /tmp and cpu, memory and device requests on every container."""
+    pod_spec["securityContext"] = restricted_pod_security_context(uid)
+    if uid == 0:
+        pod_spec["securityContext"]["runAsNonRoot"] = False
+    pod_spec["volumes"] = [*pod_spec.get("volumes", []), {"name": SCRATCH["name"], "emptyDir": {}}]
+    for container in pod_spec["containers"]:
+        container["securityContext"] = restricted_container_security_context()
+        container["volumeMounts"] = [*container.get("volumeMounts", []), dict(SCRATCH)]
+        container["env"] = [*container.get("env", []), {"name": "HOME", "value": SCRATCH["mountPath"]}]
+        resources = container.setdefault("resources", {})
+        for kind in ("requests", "limits"):
+            resources[kind] = {**CHECK_RESOURCES[kind], **resources.get(kind, {})}
+        request_devices(resources)
+    return pod_spec
+
+
+def batch_job(contract: PlatformContract, name: str, pods: int, pod_spec: dict, spread: bool, uid: int = CHECK_UID) -> dict:
+    labels = {LABEL: name}
+    if spread:  # one pod per node
+        pod_spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"acceptance-{name}", "namespace": contract.job_namespace, "labels": labels},
+        "spec": {
+            "completions": pods,
+            "parallelism": pods,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "ttlSecondsAfterFinished": 3600,
+            "template": {
+                "metadata": {"labels": dict(labels), "annotations": dict(DO_NOT_DISRUPT)},
+                "spec": {"restartPolicy": "Never", **hardened(pod_spec, uid)},
+            },
+        },
+    }
+
+
+# A check runs once: a rerun after a failure (a bandwidth below the floor, a wrong sum) could end in one lucky pass.
+# Any failed or evicted pod ends the job with TerminateJob: Volcano kills the other pods, keeps the failed one for its
+# log and leaves the job Terminated, a finished phase that cannot be resumed (AbortJob's Aborted can be, by ResumeJob:
+# Volcano 1.15 batch/v1alpha1 job.go phases, bus/v1alpha1 actions.go, controllers/job/state/). No policy restarts the
+# job, and maxRetry is 1, not 0: Volcano's admission webhook replaces 0 by its default 3 (webhooks/admission/jobs/
+# mutate/mutate_job.go), while 1 fails the job on any restart (state/restarting.go: RetryCount >= maxRetry).
+CHECK_RESTARTS = 1
+CHECK_LIFECYCLE = [{"event": "PodFailed", "action": "TerminateJob"}, {"event": "PodEvicted", "action": "TerminateJob"}]
+
+
+def run_once(job: dict) -> dict:
+    """The Volcano Job with the one-shot lifecycle of a check in place of the training job's restarts."""
+    job["spec"]["maxRetry"] = CHECK_RESTARTS
+    job["spec"]["policies"] = [dict(policy) for policy in CHECK_LIFECYCLE]
+    return job
+
+
+def two_efa_nodes(contract: PlatformContract, check: str, floor: float | None = 1.0) -> NodeGroup:
+    """The group of a two-node EFA check, refused when it cannot hold two EFA nodes (or the type has no floor)."""
+    group = choose_node_group(contract, None)
+    ceiling = contract.node_ceiling(group)
+    if ceiling < 2 or not group.efa_interfaces_per_node or floor is None:
+        held = f"up to {ceiling}" if contract.elastic(group) else str(ceiling)
+        raise LaunchError(
+            f"{check}: node group {group.name} needs two or more EFA nodes"
+            f"{' of a type with a bandwidth floor in the catalog' if floor is None else ''} "
+            f"(it holds {held} x {group.instance_type})"
+        )
+    return group

@@ -1,0 +1,95 @@
+"""Scheduling rules: Volcano queues within the provisioned Neuron capacity, and etcd for torch's rendezvous.
+
+A queue's capability is compared with what the Trainium groups of either kind provide at their maximum size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from policies.rules import Violation, describe
+from trainium_eks import catalog, layout, tokens
+from trainium_eks.graph import Graph, Node, dig, known
+from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
+
+QUEUE = tokens.VOLCANO_QUEUE
+ETCD_IMAGE = re.compile(r"(^|/)etcd(:|@|$)")
+ETCD_PINNED_3_5 = re.compile(r":v3\.5\.\d+$")
+WORKLOAD_TYPES = (
+    tokens.K8S_STATEFUL_SET,
+    tokens.K8S_DEPLOYMENT,
+    tokens.K8S_DAEMON_SET,
+    tokens.K8S_POD,
+    tokens.K8S_JOB,
+)
+
+
+def _efa_count(group: TrainiumGroup) -> int | None:
+    interfaces = group.interfaces() if group.template is not None else []
+    if interfaces is None or not all(known(i.get("interfaceType")) for i in interfaces):
+        return None  # security groups inside the interfaces may be unknown in a preview; their types rarely are
+    return sum(1 for i in interfaces if i.get("interfaceType") in catalog.EFA_INTERFACE_TYPES)
+
+
+def provisioned_capacity(graph: Graph) -> dict[str, int] | None:
+    """Neuron devices, NeuronCores and EFA interfaces at the node groups' maximum sizes (None if unknown)."""
+    totals = {layout.NEURON_DEVICE_RESOURCE: 0, layout.NEURON_CORE_RESOURCE: 0, layout.EFA_RESOURCE: 0}
+    for group in trainium_groups(graph):
+        efa = _efa_count(group)
+        if group.max_size is None or efa is None:
+            return None
+        totals[layout.NEURON_DEVICE_RESOURCE] += group.max_size * group.spec.neuron_devices
+        totals[layout.NEURON_CORE_RESOURCE] += group.max_size * group.spec.neuron_cores
+        totals[layout.EFA_RESOURCE] += group.max_size * efa
+    return totals
+
+
+def volcano_queue_within_capacity(graph: Graph, config: dict) -> Iterator[Violation]:
+    groups = trainium_groups(graph)
+    queues = graph.of_type(QUEUE)
+    if groups and not queues:
+        yield Violation(
+            groups[0].node.urn,
+            "Trainium node groups exist but no Volcano Queue does; create a queue for "
+            "training jobs (scheduling.volcano.sh/v1beta1 Queue)",
+        )
+    capacity = provisioned_capacity(graph)
+    if capacity is None:
+        return
+    for queue in queues:
+        capability = dig(queue.props, "spec", "capability", default={}) or {}
+        if not known(capability):
+            continue
+        for resource, limit in capacity.items():
+            asked = capability.get(resource)
+            if asked is not None and _quantity(asked) > limit:
+                yield Violation(
+                    queue.urn,
+                    f"{describe(queue)} allows {_quantity(asked)} {resource} but the node groups "
+                    f"provide {limit} at their maximum size; lower the capability or raise maxSize",
+                )
+
+
+def _quantity(value) -> int:
+    return int(float(value))
+
+
+def etcd_pinned_with_v2_api(node: Node, config: dict) -> Iterator[Violation]:
+    pod = dig(node.props, "spec", "template", "spec") if node.type != tokens.K8S_POD else node.props.get("spec")
+    if not isinstance(pod, dict):
+        return
+    for container in pod.get("containers", []) if known(pod.get("containers")) else []:
+        image = str(container.get("image", ""))
+        if not ETCD_IMAGE.search(image):
+            continue
+        if not ETCD_PINNED_3_5.search(image):
+            yield Violation(
+                node.urn,
+                f"{describe(node)} runs etcd image '{image}'; pin an exact v3.5.x tag (3.6 removed "
+                "the v2 API that torch's etcd rendezvous uses)",
+            )
+        flags = [*container.get("command", []), *container.get("args", [])]
+        env = {e.get("name"): e.get("value") for e in container.get("env", [])}
+        if "--enable-v2=true" not in flags and "--enable-v2" not in flags and env.get("ETCD_ENABLE_V2") != "true":
+            yield Violation(node.urn, f"{describe(node)} runs etcd without the v2 API; add --enable-v2=true")

@@ -1,0 +1,123 @@
+"""Pack trainium-topology: what distributed training on Trainium needs, for managed groups and elastic pools alike."""
+
+from __future__ import annotations
+
+from pulumi_policy import EnforcementLevel, Severity
+
+from policies.adapters import resource_policy, stack_policy
+from policies.pack import Pack
+from policies.rules import images, repair, scheduling, topology, trainium_nodes
+
+TRAINIUM_TOPOLOGY = Pack(
+    name="trainium-topology",
+    description="What distributed training on Trainium needs: one AZ, EFA on every network card, cluster placement, "
+    "the Neuron AMI at one pinned release, the Neuron taint, elastic pools that keep busy nodes, device plugins, FSx "
+    "next to the nodes, queues within capacity, etcd with the v2 API, and failed nodes repaired.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    policies=(
+        stack_policy(
+            "trainium-node-group-single-az",
+            "Trainium node groups stay in exactly one AZ.",
+            Severity.HIGH,
+            topology.node_group_single_az,
+        ),
+        stack_policy(
+            "trainium-efa-interface-per-network-card",
+            "Trainium launch templates attach one EFA per network card in the catalog's EC2-recommended layout.",
+            Severity.HIGH,
+            topology.efa_interface_per_network_card,
+        ),
+        stack_policy(
+            "trainium-cluster-placement-group",
+            "Multi-node EFA Trainium groups launch in a cluster placement group.",
+            Severity.HIGH,
+            topology.cluster_placement_group,
+        ),
+        stack_policy(
+            "trainium-neuron-ami",
+            "Trainium nodes run the EKS-optimised Neuron AMI (an elastic pool: the AL2023 alias Karpenter resolves to it).",
+            Severity.HIGH,
+            trainium_nodes.neuron_ami,
+        ),
+        stack_policy(
+            "trainium-node-image-pinned",
+            "Every Trainium group pins the stack's one EKS node image release, never the day's latest.",
+            Severity.HIGH,
+            trainium_nodes.node_image_pinned,
+        ),
+        stack_policy(
+            "trainium-neuron-taint",
+            "Trainium nodes carry the Neuron taint, so only Neuron workloads land on them.",
+            Severity.HIGH,
+            trainium_nodes.neuron_taint,
+        ),
+        stack_policy(
+            "trainium-pool-keeps-busy-nodes",
+            "Elastic Trainium pools remove only empty nodes and never expire or force-drain a node mid-job.",
+            Severity.HIGH,
+            trainium_nodes.pool_keeps_busy_nodes,
+        ),
+        stack_policy(
+            "efa-security-group-self-traffic",
+            "EFA interfaces carry a security group open to itself both ways.",
+            Severity.HIGH,
+            topology.efa_security_group_self_traffic,
+        ),
+        stack_policy(
+            "trainium-az-offers-instance-type",
+            "The Trainium AZ offers the node group's instance type.",
+            Severity.HIGH,
+            topology.az_offers_instance_type,
+        ),
+        stack_policy(
+            "fsx-lustre-in-trainium-az",
+            "FSx for Lustre sits in the Trainium nodes' AZ.",
+            Severity.MEDIUM,
+            topology.fsx_in_trainium_az,
+        ),
+        stack_policy(
+            "fsx-lustre-ports-reachable",
+            "FSx for Lustre is reachable on TCP 988 and 1018-1023.",
+            Severity.HIGH,
+            topology.fsx_lustre_ports,
+        ),
+        stack_policy(
+            "neuron-and-efa-device-plugins",
+            "Neuron and EFA device plugins exist and tolerate the Trainium taint.",
+            Severity.HIGH,
+            topology.device_plugins_present,
+        ),
+        stack_policy(
+            "eks-images-from-stack-region",
+            "EKS-published images (the EFA device plugin's) are pulled from the stack's own region.",
+            Severity.MEDIUM,
+            images.eks_images_from_stack_region,
+        ),
+        stack_policy(
+            "volcano-queue-within-capacity",
+            "A Volcano queue exists and asks for no more than is provisioned.",
+            Severity.MEDIUM,
+            scheduling.volcano_queue_within_capacity,
+        ),
+        resource_policy(
+            "etcd-pinned-with-v2-api",
+            "etcd for rendezvous is a pinned 3.5 release with the v2 API on.",
+            Severity.MEDIUM,
+            scheduling.etcd_pinned_with_v2_api,
+            scheduling.WORKLOAD_TYPES,
+        ),
+        stack_policy(
+            "capacity-reservation-in-trainium-az",
+            "Capacity reservations are in the Trainium AZ.",
+            Severity.HIGH,
+            topology.capacity_reservation_in_trainium_az,
+        ),
+        stack_policy(
+            "trainium-node-auto-repair",
+            "Trainium node groups repair failed nodes where required, with the node monitoring agent to see Neuron faults.",
+            Severity.HIGH,
+            repair.trainium_node_auto_repair,
+            config={"requireNodeRepair": {"type": "boolean", "default": False}},
+        ),
+    ),
+)
