@@ -1,7 +1,8 @@
 """Policy packs: every stack passes; every policy catches a minimal mutation of a real stack's plan.
 
-The mutation cases are one table keyed by policy name (``tests/policy_mutations.py`` with ``tests/elastic_mutations.py``), and its keys are
-exactly the packs' policies, so a policy without a mutation case (or a case for no policy) fails the suite.
+The mutation cases are one table keyed by policy name (``tests/policy_mutations.py`` with
+``tests/elastic_mutations.py``), and its keys are exactly the packs' policies, so a policy without a mutation case
+(or a case for no policy) fails the suite.
 """
 
 from __future__ import annotations
