@@ -95,6 +95,26 @@ def log_group_name(cfg: DeployRunnerConfig) -> str:
     return f"/aws/codebuild/{cfg.project_name}"
 
 
+def service_role_trust(project_name: str, region: str, account: str) -> str:
+    """CodeBuild may assume the role for this project of this account only: without the condition keys, any CodeBuild
+    project in the account that is given the role runs with it (IAM User Guide, "The confused deputy problem";
+    CodeBuild User Guide, "Cross-service confused deputy prevention": aws:SourceAccount and aws:SourceArn)."""
+    project_arn = f"arn:aws:codebuild:{region}:{account}:project/{project_name}"
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "codebuild.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                    "Condition": {"StringEquals": {"aws:SourceAccount": account}, "ArnLike": {"aws:SourceArn": project_arn}},
+                }
+            ],
+        }
+    )
+
+
 class DeployRunner(pulumi.ComponentResource):
     """A CodeBuild-hosted GitHub Actions runner in the stack's private subnets."""
 
@@ -133,13 +153,8 @@ class DeployRunner(pulumi.ComponentResource):
         role = aws.iam.Role(
             f"{name}-service",
             description=f"Service role of the CodeBuild runner {cfg.project_name}",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {"Effect": "Allow", "Principal": {"Service": "codebuild.amazonaws.com"}, "Action": "sts:AssumeRole"}
-                    ],
-                }
+            assume_role_policy=aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id.apply(
+                lambda account: service_role_trust(cfg.project_name, args.region, account)
             ),
             tags=tags,
             opts=child,

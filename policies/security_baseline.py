@@ -64,6 +64,13 @@ SECURITY_BASELINE = Pack(
             EKS_TYPES,
             config={"allowPublicEndpoint": {"type": "boolean", "default": False}},
         ),
+        resource_policy(
+            "service-role-trust-scoped",
+            "A role an AWS service assumes (the deploy runner's) is limited to its own resource and account.",
+            Severity.HIGH,
+            deploy_path.service_role_trust_scoped,
+            (security.IAM_ROLE,),
+        ),
         stack_policy(
             "private-endpoint-in-vpc-runner",
             "A cluster with a private-only endpoint has a CodeBuild runner in its VPC that it admits on 443.",

@@ -266,6 +266,12 @@ class PlatformMocks(pulumi.runtime.Mocks):
             tokens.IAM_GET_POLICY_DOCUMENT: self._policy_document,
             tokens.EKS_GET_ADDON_VERSION: self._addon_version,
             tokens.EKS_GET_CLUSTERS: self._clusters,
+            tokens.INDEX_GET_CALLER_IDENTITY: lambda args: {
+                "id": ACCOUNT_ID,
+                "accountId": ACCOUNT_ID,
+                "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/preflight",
+                "userId": "AIDAPREFLIGHT",
+            },
         }.get(args.token)
         if handler is None:
             raise UnmockedInvokeError(f"preflight has no answer for invoke {args.token}; add it to preflight/mocks.py")

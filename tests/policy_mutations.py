@@ -22,7 +22,6 @@ from policies.rules.scheduling import QUEUE
 from policies.rules.security import ECR, EKS_COMPONENT, HELM_RELEASE, ROLE_POLICY_ATTACHMENT, SERVICE, VPC_INGRESS_RULE
 from policies.rules.topology import FSX, RESERVATION_AZ_TAG
 from trainium_eks import versions
-from trainium_eks.tokens import CODEBUILD_PROJECT
 from trainium_eks.trainium_groups import LAUNCH_TEMPLATE, NODE_GROUP, NODE_POOL, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
 
 
@@ -265,23 +264,6 @@ MANAGED_GROUP_AND_PLATFORM_CASES: dict[str, list[Case]] = {
         Case("no-cidrs", "dev", _public_cidrs(), ("no publicAccessCidrs",)),
         Case("world-in-halves", "dev", _public_cidrs("203.0.113.0/24", "0.0.0.0/1", "128.0.0.0/1"), ("cover 0.0.0.0/0",)),
         Case("not-a-cidr", "dev", _public_cidrs("203.0.113.0/33"), ("'203.0.113.0/33'",), count=1),
-    ],
-    "private-endpoint-in-vpc-runner": [
-        Case(
-            "no-runner",
-            "prod",
-            without(lambda r: r["type"] == CODEBUILD_PROJECT),
-            ("no CodeBuild runner in its VPC",),
-            blames=EKS_COMPONENT,
-        ),
-        Case(
-            "not-admitted",
-            "prod",
-            without(lambda r: r["type"] == VPC_INGRESS_RULE and "api-from-client" in r["name"]),
-            ("does not admit its runner",),
-            blames=EKS_COMPONENT,
-        ),
-        Case("udp-only", "prod", edit(VPC_INGRESS_RULE, "api-from-client", "ipProtocol", to="udp"), ("TCP 443",)),
     ],
     "security-group-no-world-ingress": [
         Case("group", "dev", _lustre_ingress(_tcp(22.0, 22.0, "0.0.0.0/0")), ("(0.0.0.0/0) on tcp 22",)),

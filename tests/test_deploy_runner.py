@@ -71,6 +71,11 @@ def test_the_runner_role_can_only_log_place_its_interfaces_and_use_the_connectio
     assert not [a for a in stack_plan.find(tokens.IAM_ROLE_POLICY_ATTACHMENT) if role.name in a.inputs["role"]]
     trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
     assert [s["Principal"] for s in trust] == [{"Service": "codebuild.amazonaws.com"}]
+    # Only this project of this account may have CodeBuild assume it (confused deputy prevention).
+    (condition,) = [s["Condition"] for s in trust]
+    source = condition["ArnLike"]["aws:SourceArn"]
+    assert source.endswith(f":project/{project.inputs['name']}") and source.split(":")[3] == stack_plan.outputs["region"]
+    assert source.split(":")[4] == condition["StringEquals"]["aws:SourceAccount"]
 
 
 def test_the_runner_accepts_no_connection_and_calls_out_over_https_only(stack_plan):

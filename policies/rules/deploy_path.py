@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from policies.rules import Violation, describe
 from policies.rules.network import PortRange, traffic_of
+from policies.rules.security import as_list, statements
 from trainium_eks import tokens
 from trainium_eks.graph import Graph, Node, dig, is_unknown
 
@@ -61,4 +62,26 @@ def private_endpoint_has_in_vpc_runner(graph: Graph, config: dict) -> Iterator[V
                 cluster.urn,
                 f"{describe(cluster)} does not admit its runner's security group on TCP 443 "
                 f"({', '.join(describe(r) for r in runners)}); add an ingress rule on the cluster security group",
+            )
+
+
+# A role an EC2 instance assumes needs no source condition (the instance profile is the boundary); a role an AWS
+# service assumes on a caller's behalf does (IAM User Guide, "The confused deputy problem").
+INSTANCE_SERVICES = {"ec2.amazonaws.com", "ec2.amazonaws.com.cn"}
+SOURCE_KEYS = ("aws:SourceArn", "aws:SourceAccount")
+
+
+def service_role_trust_scoped(node: Node, config: dict) -> Iterator[Violation]:
+    for statement in statements(node.props.get("assumeRolePolicy")):
+        principal = statement.get("Principal")
+        services = set(as_list(principal.get("Service", []))) if isinstance(principal, dict) else set()
+        if statement.get("Effect") != "Allow" or not services - INSTANCE_SERVICES:
+            continue
+        conditions = statement.get("Condition") or {}
+        keys = {key for operator in conditions.values() if isinstance(operator, dict) for key in operator}
+        if not keys & set(SOURCE_KEYS):
+            yield Violation(
+                node.urn,
+                f"{describe(node)} lets {', '.join(sorted(services - INSTANCE_SERVICES))} assume it for any caller; add "
+                "an aws:SourceArn (the one resource it serves) and aws:SourceAccount condition",
             )
