@@ -10,11 +10,13 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
 .PHONY: preview plan-json test lint bench image constraints clean
 
+# Not echoed, and pip's notes go to stderr: `make plan-json > plan.json` writes the plan alone, even on a fresh clone.
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --editable .
-	touch $@
+	@echo "building $(VENV) from the pinned requirements" >&2
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt >&2
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --editable . >&2
+	@touch $@
 
 $(CHECKOV_STAMP): requirements-checkov.txt constraints-checkov.txt
 	$(PYTHON) -m venv $(CHECKOV_VENV)
@@ -25,9 +27,9 @@ $(CHECKOV_STAMP): requirements-checkov.txt constraints-checkov.txt
 preview: $(STAMP)
 	$(BIN)/python -m preflight plan $(STACK)
 
-## plan-json: the same as one JSON object
+## plan-json: the same as one JSON object (`make plan-json > plan.json` writes JSON only)
 plan-json: $(STAMP)
-	$(BIN)/python -m preflight plan $(STACK) --json
+	@$(BIN)/python -m preflight plan $(STACK) --json
 
 ## test: lint, then the whole test suite (with checkov from .venv-checkov)
 test: lint $(CHECKOV_STAMP)

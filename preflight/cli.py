@@ -97,7 +97,9 @@ def run_diff(args: argparse.Namespace) -> int:
     baseline_settings = stackfile.load(args.stack, against) if against.is_file() else None
     if baseline_settings is None:
         diff.check_ref(args.against)
-    current = engine.evaluate(stackfile.load(args.stack)).to_json()
+    # diff compares the working tree's own stack file: there is no --stack-file to point elsewhere.
+    working_tree = stackfile.load(args.stack, otherwise="diff compares the working tree's stack file: create it")
+    current = engine.evaluate(working_tree).to_json()
     if baseline_settings is None:
         baseline = diff.plan_at_ref(stackfile.REPO_ROOT, args.against, args.stack)
     else:

@@ -194,14 +194,17 @@ def _full_key(key: str, project: str) -> str:
     return key if ":" in key else f"{project}:{key}"
 
 
-def load(stack: str, stack_file: Path | None = None, root: Path = REPO_ROOT) -> StackSettings:
+def load(
+    stack: str, stack_file: Path | None = None, root: Path = REPO_ROOT, *, otherwise: str = "or pass --stack-file"
+) -> StackSettings:
+    """``stack``'s settings from its stack file (or ``stack_file``); ``otherwise`` is the way out a missing one names."""
     check_stack_name(stack)
     project = read_project(root)
     relative = project.stack_config_dir / f"Pulumi.{stack}.yaml"
     path = root / relative if stack_file is None else stack_file
     if stack_file is None and not path.exists():
         known = ", ".join(stack_names(root)) or "none"
-        raise StackFileError(f"stack '{stack}' has no {relative}; known stacks: {known} (or pass --stack-file)")
+        raise StackFileError(f"stack '{stack}' has no {relative}; known stacks: {known} ({otherwise})")
     stack_doc = _read_yaml(path)
     unknown_sections = sorted(set(stack_doc) - STACK_SECTIONS)
     if unknown_sections:

@@ -246,7 +246,7 @@ MANAGED_GROUP_AND_PLATFORM_CASES: dict[str, list[Case]] = {
     # ---- security-baseline
     "ec2-launch-template-imdsv2-required": [
         Case("v1", "prod", edit_template("metadataOptions", "httpTokens", to="optional")),
-        Case("two-hops", "prod", edit_template("metadataOptions", "httpPutResponseHopLimit", to=2.0), ("2.0 hops",)),
+        Case("two-hops", "prod", edit_template("metadataOptions", "httpPutResponseHopLimit", to=2.0), ("2 hops",)),
     ],
     "ec2-launch-template-encrypted-block-devices": [
         Case("root", "prod", edit_template("blockDeviceMappings", 0, "ebs", "encrypted", to="false"))

@@ -7,6 +7,7 @@ import re
 import subprocess
 import tomllib
 
+import jobs
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import sdk_internals
 
@@ -43,3 +44,10 @@ def test_only_the_internals_module_imports_sdk_internals():
     private = re.compile(r"from pulumi\.runtime(\.\w+)? import|pulumi\.runtime\.(rpc|settings|proto|sync_await|config)\b")
     importers = [p for p in tracked_python_files() if private.search((REPO_ROOT / p).read_text())]
     assert importers == ["trainium_eks/sdk_internals.py"]
+
+
+def test_the_training_image_tag_is_written_once():
+    """jobs/__init__.py names the tag; the Dockerfile, the Makefile and the docs refer to it instead of copying it."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.split()
+    copies = [name for name in tracked if jobs.TRAINING_IMAGE_TAG in (REPO_ROOT / name).read_text(errors="ignore")]
+    assert copies == ["jobs/__init__.py"]

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 
 from support import run_preflight
+
+from preflight.stackfile import REPO_ROOT
 
 RESOURCE_KEYS = {
     "urn",
@@ -105,3 +108,17 @@ def test_check_usage_errors_exit_2():
     for args in (["check"], ["check", "dev", "--all"], ["check", "dev", "prod", "--stack-file", "x.yaml"]):
         result = run_preflight(*args)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
+
+
+def test_make_plan_json_writes_the_plan_alone():
+    result = subprocess.run(
+        ["make", "--no-print-directory", "plan-json", "STACK=dev"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["stack"] == "dev"  # `make plan-json > plan.json` is a plan file
+
+
+def test_diff_of_a_stack_without_a_file_names_no_option_diff_lacks():
+    result = run_preflight("diff", "nosuch", "--against", "HEAD")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "--stack-file" not in result.stderr and "create it" in result.stderr

@@ -14,3 +14,8 @@ class Violation:
 def describe(node) -> str:
     """How messages name a resource: its type and logical name."""
     return f"{node.type} '{node.name}'"
+
+
+def shown(value):
+    """A value as a message shows it: the engine carries every number as a float, and 2.0 reads as 2."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value

@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Iterator
 
-from policies.rules import Violation, describe
+from policies.rules import Violation, describe, shown
 from policies.rules.network import internet_covered, internet_exposures, parse_cidrs, sources_of, traffic_of
 from trainium_eks import tokens
 from trainium_eks.graph import Graph, Node, dig, is_unknown, known
@@ -84,8 +84,8 @@ def imdsv2_required(node: Node, config: dict) -> Iterator[Violation]:
     if hops is not None and not is_unknown(hops) and (not isinstance(hops, (int, float)) or hops > allowed):  # unset: 1
         yield Violation(
             node.urn,
-            f"{describe(node)} lets IMDS answers travel {hops!r} hops, so pods can take the node role's credentials; "
-            f"set metadataOptions.httpPutResponseHopLimit to {allowed} (or raise maxHopLimit for a pod that needs it)",
+            f"{describe(node)} lets IMDS answers travel {shown(hops)!r} hops, so pods can take the node role's credentials; "
+            f"set metadataOptions.httpPutResponseHopLimit to {shown(allowed)} (or raise maxHopLimit for a pod that needs it)",
         )
 
 
@@ -195,8 +195,8 @@ def no_world_ingress(node: Node, config: dict) -> Iterator[Violation]:
         if traffic.ports is None:
             yield Violation(
                 node.urn,
-                f"{describe(node)} has a {traffic.protocol} ingress rule whose ports {rule.get('fromPort')!r}-"
-                f"{rule.get('toPort')!r} are not a port range; use whole ports 0-65535 with fromPort <= toPort",
+                f"{describe(node)} has a {traffic.protocol} ingress rule whose ports {shown(rule.get('fromPort'))!r}-"
+                f"{shown(rule.get('toPort'))!r} are not a port range; use whole ports 0-65535 with fromPort <= toPort",
             )
         readable.append((traffic, sources.networks))
     # Rules add up: two halves of the internet in two rules on the same port let the whole internet in.
