@@ -25,6 +25,7 @@ from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for
 
 from jobs import TRAINING_IMAGE_TAG
 from jobs.capacity import LaunchError, choose_node_group, node_count, whole_node_share
+from jobs.compile_cache import compile_cache
 from jobs.components import JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
 from trainium_eks import files, layout
 from trainium_eks.cli import OneLineParser, UsageError, one_line
@@ -37,6 +38,8 @@ DEVICE_RESOURCES = (layout.NEURON_DEVICE_RESOURCE, layout.NEURON_CORE_RESOURCE, 
 # Karpenter disrupts no node a pod so marked runs on, by consolidation or drift (Karpenter docs, Disruption,
 # "Pod-Level Controls"): an elastic Trainium node is never taken from a job that runs on it.
 DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
+COMPILE_CACHE_ANNOTATION = "trainium-eks/compile-cache"
+COMPILE_CACHE_INPUTS = "trainium-eks/compile-cache-inputs"
 # A pod that fails (its torchrun gave up after --max-restarts) or is evicted (a node drain, a lost node) restarts
 # the whole job: every pod is recreated, the agents meet again and resume from the last checkpoint. Volcano
 # counts these restarts against maxRetry, then fails the job.
@@ -146,9 +149,16 @@ def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
         "--grad-accum-steps",
         "32",
     )
+    cache = compile_cache(
+        training_args,
+        bf16=request.bf16,
+        world_size=nodes * workers,
+        instance_type=group.instance_type,
+        image_tag=request.image_tag,
+    )
     if request.precompile and "--steps-this-run" not in training_args:
         training_args = (*training_args, "--steps-this-run", "10")  # a few steps trace every graph
-    return whole_node_job(
+    job = whole_node_job(
         contract,
         group,
         *training_args,
@@ -157,10 +167,15 @@ def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
         image_tag=request.image_tag,
         nnodes=nodes,
         nproc_per_node=workers,
-        cache_set=request.name.removesuffix("-compile"),
+        cache_set=cache.name,
         bf16=request.bf16,
         precompile=request.precompile,
     )
+    # Which cache, and why: `kubectl describe vcjob` shows it as the launcher prints it.
+    job["metadata"].setdefault("annotations", {}).update(
+        {COMPILE_CACHE_ANNOTATION: f"{contract.neuron_compile_cache_path}/{cache.name}", COMPILE_CACHE_INPUTS: cache.describe()}
+    )
+    return job
 
 
 def whole_node_job(
@@ -295,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
         job = volcano_job(contract, request)
+        annotations = job["metadata"]["annotations"]
+        print(f"compile cache {annotations[COMPILE_CACHE_ANNOTATION]} ({annotations[COMPILE_CACHE_INPUTS]})", file=sys.stderr)
         if args.dryrun:
             print(json.dumps(job, indent=2, sort_keys=True) if args.json else yaml.safe_dump(job, sort_keys=False))
         else:

@@ -52,7 +52,7 @@ TINY_CPU_TRAINING = {
 def stage_dataset(fsx_root: Path, dataset: str) -> Path:
     """A generated shard in the tutorial's HDF5 layout, where the job reads its dataset on the shared volume."""
     from training.data import write_synthetic_shard
-    from training.model import BERT_TINY
+    from training.options import BERT_TINY
 
     directory = fsx_root / "datasets" / dataset
     directory.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from jobs.launch import DATASET
 from jobs.local_etcd import LocalEtcd
 from jobs.rehearsal import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, read_metrics, stage_dataset, wait_for_step
 from preflight.stackfile import REPO_ROOT
-from training.model import BERT_TINY
+from training.options import BERT_TINY
 
 STACK = "staging"  # two trn1.32xlarge nodes: the launcher's default job has two tasks
 JOB_NAME = "berttrain"

@@ -13,6 +13,7 @@ import kubernetes_validate
 import pytest
 from support import evaluate, run_preflight
 
+from jobs import launch
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import catalog, layout
 from trainium_eks.contract import ContractError, PlatformContract
@@ -152,15 +153,37 @@ def test_a_failed_or_evicted_pod_restarts_the_job_in_a_new_rendezvous(tmp_path):
         assert version["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['volcano.sh/job-version']"
 
 
-def test_precompile_and_training_share_a_compile_cache(tmp_path):
-    path, _ = outputs_file(tmp_path)
+def test_precompile_and_training_share_a_compile_cache_whatever_their_names(tmp_path):
+    """The README's step 4 precompiles, then trains: both must read and write one cache, default names or not, and a
+    change to what shapes the graphs must get another."""
+    path, outputs = outputs_file(tmp_path)
 
     def cache(*args):
         job = launch_json("--outputs", str(path), "--dryrun", "--json", *args)
         env = {e["name"]: e.get("value") for e in pod_templates(job)[0]["spec"]["containers"][0]["env"]}
-        return env["NEURON_CC_FLAGS"]
+        flags = env["NEURON_CC_FLAGS"]
+        assert flags == f"--cache_dir={job['metadata']['annotations']['trainium-eks/compile-cache']}"
+        return flags
 
-    assert cache("--precompile", "--name", "bert-compile") == cache("--name", "bert")
+    shared = cache("--precompile")
+    assert shared.startswith(f"--cache_dir={outputs['neuronCompileCachePath']}/bert-large-")
+    assert cache() == shared  # the defaults: bertcompile, then berttrain
+    assert cache("--precompile", "--name", "nightly") == cache("--name", "run-7") == shared
+    data = ("--data-dir", f"{outputs['datasetsPath']}/{launch.DATASET}", "--output-dir", "/data/checkpoints/x")
+    assert cache("--", *data, "--batch-size", "16", "--grad-accum-steps", "32") == shared  # the same options, spelt out
+    for different in (("--no-bf16",), ("--nodes", "1"), ("--", *data, "--batch-size", "8"), ("--", *data, "--model", "tiny")):
+        assert cache(*different) != shared, different
+
+
+def test_the_launcher_prints_the_cache_and_what_it_is_derived_from(tmp_path):
+    path, _ = outputs_file(tmp_path)
+    result = run_module("jobs.launch", "--outputs", str(path), "--dryrun", "--json")
+    assert result.returncode == 0 and json.loads(result.stdout)  # stdout stays the job alone
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("compile cache /data/neuron-compile-cache/bert-large-")
+    assert all(word in line for word in ("batchSize 16", "bf16 True", "worldSize 64", "trn1.32xlarge", "seqlen128"))
+    bad = run_module("jobs.launch", "--outputs", str(path), "--dryrun", "--", "--data-dir", "/d")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--output-dir" in bad.stderr
 
 
 def test_a_single_trn1_2xlarge_runs_without_efa(tmp_path):

@@ -12,7 +12,7 @@ from transformers import BertForPreTraining
 
 from training import allreduce_check, checkpoint, pretrain_bert
 from training.data import IGNORED_LABEL, ShardDataset, model_inputs, write_synthetic_shard
-from training.model import BERT_TINY
+from training.options import BERT_TINY
 
 VOCAB = BERT_TINY["vocab_size"]
 

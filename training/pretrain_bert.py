@@ -17,14 +17,13 @@ import math
 import os
 import time
 from contextlib import nullcontext
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
-from training import checkpoint
+from training import checkpoint, options
 from training import model as bert
 from training.data import ShardDataset
 
@@ -37,23 +36,7 @@ except ImportError:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, required=True, help="directory of HDF5 shards")
-    parser.add_argument("--output-dir", type=Path, required=True, help="checkpoints and metrics of this job")
-    parser.add_argument("--tensorboard-dir", type=Path, help="TensorBoard event files (default: <output-dir>/tensorboard)")
-    parser.add_argument("--model", choices=tuple(bert.CONFIGS), default="large")
-    parser.add_argument("--device", choices=("auto", "xla", "cpu"), default="auto")
-    parser.add_argument("--batch-size", type=int, default=16, help="sequences per worker per micro-batch")
-    parser.add_argument("--grad-accum-steps", type=int, default=32)
-    parser.add_argument("--max-steps", type=int, default=28125, help="optimizer steps of the whole run")
-    parser.add_argument("--steps-this-run", type=int, default=-1, help="stop after this many steps (-1: run to the end)")
-    parser.add_argument("--lr", type=float, default=4e-4)
-    parser.add_argument("--warmup-steps", type=int, default=2000)
-    parser.add_argument("--bf16", action="store_true", help="compute in bfloat16")
-    parser.add_argument("--log-every", type=int, default=1)
-    parser.add_argument("--checkpoint-every", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=1234)
-    return parser.parse_args(argv)
+    return options.parser().parse_args(argv)
 
 
 def select_device(choice: str) -> torch.device:
