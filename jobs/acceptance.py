@@ -1,6 +1,8 @@
 """Acceptance jobs that prove a fresh cluster works, built from the stack's outputs.
 
-python -m jobs.acceptance CHECK [--stack STACK | --outputs FILE] [--nodes N] [--dryrun] [--json]
+python -m jobs.acceptance CHECK|all [--stack STACK | --outputs FILE] [--node-group NAME] [--nodes N] [--dryrun] [--json]
+
+`all` runs every check that applies to the node group and says in one line which it skipped and why.
 
 neuron-devices    every Trainium node advertises all its Neuron devices (neuron-ls, one pod per node)
 efa-allreduce     an all-reduce across two nodes' workers over EFA (torchrun with etcd rendezvous)
@@ -19,14 +21,14 @@ import yaml
 
 from jobs import TRAINING_IMAGE_TAG
 from jobs.bandwidth import LAUNCHER, NODE, efa_bandwidth
-from jobs.capacity import LaunchError, choose_node_group, node_count
+from jobs.capacity import LaunchError, node_count
 from jobs.check_pods import SHARED_VOLUME_OWNER, batch_job, check_image, hardened, run_once, two_efa_nodes
 from jobs.launch import read_outputs, report_bad_input, submit, whole_node_job
 
 __all__ = ["CHECKS", "LAUNCHER", "NODE", "main"]  # the bandwidth check's task names, as the tests and README name them
 from trainium_eks import layout
 from trainium_eks.cli import OneLineParser
-from trainium_eks.contract import PlatformContract
+from trainium_eks.contract import NodeGroup, PlatformContract
 
 
 def _on_trainium(contract: PlatformContract, group, container: dict, volumes: list | None = None) -> dict:
@@ -38,9 +40,8 @@ def _on_trainium(contract: PlatformContract, group, container: dict, volumes: li
     }
 
 
-def neuron_devices(contract: PlatformContract, nodes: int | None = None) -> dict:
+def neuron_devices(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
     """On every node a managed group runs (default), or on ``nodes`` nodes; an elastic pool's come up for the check."""
-    group = choose_node_group(contract, None)
     count = node_count(contract, group, nodes, default=contract.node_ceiling(group))
     container = {
         "name": "neuron-ls",
@@ -51,8 +52,8 @@ def neuron_devices(contract: PlatformContract, nodes: int | None = None) -> dict
     return batch_job(contract, "neuron-devices", count, _on_trainium(contract, group, container), spread=True)
 
 
-def efa_allreduce(contract: PlatformContract, nodes: int | None = None) -> dict:
-    group = two_efa_nodes(contract, "efa-allreduce")
+def efa_allreduce(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
+    two_efa_nodes(contract, group, "efa-allreduce")
     job = whole_node_job(
         contract,
         group,
@@ -70,8 +71,7 @@ def efa_allreduce(contract: PlatformContract, nodes: int | None = None) -> dict:
     return run_once(job)
 
 
-def fsx_shared(contract: PlatformContract, nodes: int | None = None) -> dict:
-    group = choose_node_group(contract, None)
+def fsx_shared(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
     available = node_count(contract, group, nodes)
     directory = f"{contract.fsx_mount_path}/acceptance/fsx-shared"
     script = (
@@ -91,8 +91,8 @@ def fsx_shared(contract: PlatformContract, nodes: int | None = None) -> dict:
     return batch_job(contract, "fsx-shared", 2, pod, spread=spread, uid=SHARED_VOLUME_OWNER)
 
 
-def etcd_rendezvous(contract: PlatformContract, nodes: int | None = None) -> dict:
-    """On a system node (``nodes`` does not apply)."""
+def etcd_rendezvous(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
+    """On a system node (neither the group nor ``nodes`` applies)."""
     host, port = contract.etcd_endpoint.rsplit(":", 1)
     check = (
         f"import etcd; c = etcd.Client(host={host!r}, port={int(port)}, protocol='http'); "
@@ -113,12 +113,40 @@ CHECKS = {
 }
 
 
+def check_group(contract: PlatformContract, name: str | None) -> NodeGroup:
+    """The group ``--node-group`` names; without it the stack's only group, as a check must not guess among several."""
+    groups = contract.node_groups
+    if name is None and len(groups) > 1:
+        raise LaunchError(
+            f"--node-group: the stack has {len(groups)} node groups ({', '.join(g.name for g in groups)}); name one"
+        )
+    matching = [g for g in groups if name in (None, g.name)]
+    if not matching:
+        raise LaunchError(f"--node-group {name}: no such node group; the stack has {', '.join(g.name for g in groups)}")
+    return matching[0]
+
+
+def build(contract: PlatformContract, group: NodeGroup, names: list[str], nodes: int | None) -> tuple[list, dict]:
+    """The jobs of the checks ``names``, and why each check that does not apply to ``group`` was skipped. A check asked
+    for alone that cannot run is an error; ``all`` skips it."""
+    jobs, skipped = [], {}
+    for name in names:
+        try:
+            jobs.append((name, CHECKS[name](contract, group, nodes)))
+        except LaunchError as error:
+            if len(names) == 1:
+                raise
+            skipped[name] = str(error)
+    return jobs, skipped
+
+
 def parser() -> OneLineParser:
     p = OneLineParser(prog="python -m jobs.acceptance", description=__doc__.splitlines()[0])
-    p.add_argument("check", choices=[*CHECKS, "all"])
+    p.add_argument("check", choices=[*CHECKS, "all"], help="one check, or all that apply to the node group")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack")
     source.add_argument("--outputs", type=Path)
+    p.add_argument("--node-group", help="the node group to check (default: the stack's only one)")
     p.add_argument(
         "--nodes",
         type=int,
@@ -133,15 +161,27 @@ def parser() -> OneLineParser:
 def main(argv: list[str] | None = None) -> int:
     def run(args) -> None:
         contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
-        names = list(CHECKS) if args.check == "all" else [args.check]
         if args.nodes is not None and args.nodes < 1:
             raise LaunchError(f"--nodes {args.nodes}: a check on no node checks nothing; give 1 or more")
-        jobs = [CHECKS[name](contract, args.nodes) for name in names]
+        group = check_group(contract, args.node_group)
+        jobs, skipped = build(contract, group, list(CHECKS) if args.check == "all" else [args.check], args.nodes)
+        if skipped:
+            print(f"skipped on node group {group.name}: " + "; ".join(skipped.values()), file=sys.stderr)
+        manifests = [job for _, job in jobs]
         if args.dryrun:
-            print(json.dumps(jobs if len(jobs) > 1 else jobs[0], indent=2) if args.json else yaml.safe_dump_all(jobs))
-        else:
-            for job in jobs:
-                print(f"submitted {job['kind']} {contract.job_namespace}/{submit(job, contract)}")
+            print(
+                json.dumps(manifests if len(manifests) > 1 else manifests[0], indent=2)
+                if args.json
+                else yaml.safe_dump_all(manifests)
+            )
+        verdicts = [
+            f"{name}: {'built' if args.dryrun else 'submitted'} {job['kind']} {contract.job_namespace}/"
+            f"{job['metadata']['name'] if args.dryrun else submit(job, contract)}"
+            for name, job in jobs
+        ]
+        verdicts += [f"{name}: skipped" for name in skipped]
+        # The manifests own stdout in a dry run; the verdicts, one line per check, close the report.
+        print("\n".join(verdicts), file=sys.stderr if args.dryrun else sys.stdout)
 
     return report_bad_input(parser, argv, run)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from torchx import specs
 from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
-from jobs.capacity import choose_node_group, whole_node_share
+from jobs.capacity import whole_node_share
 from jobs.check_pods import check_image, hardened, run_once, two_efa_nodes
 from jobs.components import COLLECTIVES_ENVIRONMENT, EFA_ENVIRONMENT, whole_node_resource
 from jobs.launch import add_platform_scheduling
@@ -67,11 +67,10 @@ def _launcher_script(group: NodeGroup, floor: float) -> str:
     )
 
 
-def efa_bandwidth(contract: PlatformContract, nodes: int | None = None) -> dict:
+def efa_bandwidth(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
     """nccom-test's all-reduce across two whole nodes, judged against the instance type's floor of its line rate."""
-    group = choose_node_group(contract, None)
     floor = catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION.get(group.instance_type)
-    two_efa_nodes(contract, "efa-bandwidth", floor)
+    two_efa_nodes(contract, group, "efa-bandwidth", floor)
     image = check_image(contract)
     efa_env = {**COLLECTIVES_ENVIRONMENT, **EFA_ENVIRONMENT}
     node = whole_node_resource(

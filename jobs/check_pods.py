@@ -1,10 +1,12 @@
 """What every acceptance check's pods share: the restricted security context, a scratch /tmp, requests on every
-container, the one-shot lifecycle, and the refusal of a two-node EFA check where it cannot run."""
+container, the one-shot lifecycle, and the refusal of a two-node EFA check where it cannot run.
+
+Every check takes the stack's contract, the node group it checks and the nodes asked (``--nodes``, or None)."""
 
 from __future__ import annotations
 
 from jobs import TRAINING_IMAGE_TAG
-from jobs.capacity import LaunchError, choose_node_group
+from jobs.capacity import LaunchError
 from jobs.launch import DO_NOT_DISRUPT, request_devices
 from trainium_eks.contract import NodeGroup, PlatformContract
 from trainium_eks.pod_security import restricted_container_security_context, restricted_pod_security_context
@@ -88,9 +90,8 @@ def run_once(job: dict) -> dict:
     return job
 
 
-def two_efa_nodes(contract: PlatformContract, check: str, floor: float | None = 1.0) -> NodeGroup:
-    """The group of a two-node EFA check, refused when it cannot hold two EFA nodes (or the type has no floor)."""
-    group = choose_node_group(contract, None)
+def two_efa_nodes(contract: PlatformContract, group: NodeGroup, check: str, floor: float | None = 1.0) -> None:
+    """Refuse a two-node EFA check on a group that cannot hold two EFA nodes (or whose type has no floor)."""
     ceiling = contract.node_ceiling(group)
     if ceiling < 2 or not group.efa_interfaces_per_node or floor is None:
         held = f"up to {ceiling}" if contract.elastic(group) else str(ceiling)
@@ -99,4 +100,3 @@ def two_efa_nodes(contract: PlatformContract, check: str, floor: float | None = 
             f"{' of a type with a bandwidth floor in the catalog' if floor is None else ''} "
             f"(it holds {held} x {group.instance_type})"
         )
-    return group

@@ -16,7 +16,7 @@ from trainium_eks.contract import PlatformContract
 
 def test_acceptance_jobs_are_valid_and_target_the_platform(tmp_path):
     contract = PlatformContract.from_outputs(json.loads(_outputs("staging")))
-    jobs = {name: build(contract) for name, build in acceptance.CHECKS.items()}
+    jobs = {name: build(contract, contract.node_groups[0]) for name, build in acceptance.CHECKS.items()}
     for name, job in jobs.items():
         if job["apiVersion"] == "batch/v1":
             kubernetes_validate.validate(copy.deepcopy(job), "1.35", strict=True)
@@ -40,7 +40,7 @@ def test_acceptance_jobs_are_valid_and_target_the_platform(tmp_path):
 def test_acceptance_checks_run_restricted_with_requests():
     contract = PlatformContract.from_outputs(json.loads(_outputs("staging")))
     for name, build in acceptance.CHECKS.items():
-        job = build(contract)
+        job = build(contract, contract.node_groups[0])
         templates = pod_templates(job) if "tasks" in job["spec"] else [job["spec"]["template"]]
         for template in templates:
             pod = template["spec"]
@@ -62,7 +62,7 @@ def test_acceptance_checks_run_restricted_with_requests():
 def test_the_bandwidth_check_runs_nccom_test_over_mpi_across_two_whole_nodes():
     contract = PlatformContract.from_outputs(json.loads(_outputs("staging")))
     (group,) = contract.node_groups
-    job = acceptance.efa_bandwidth(contract)
+    job = acceptance.efa_bandwidth(contract, contract.node_groups[0])
     assert {"ssh", "svc"} <= set(job["spec"]["plugins"])  # one key pair and the peers' host names for MPI over SSH
     tasks = {task["name"]: task for task in job["spec"]["tasks"]}
     nodes = [t for name, t in tasks.items() if name.startswith(acceptance.NODE)]
@@ -107,7 +107,7 @@ def staging_contract():
 
 def test_a_check_runs_once_and_a_failure_ends_its_job():
     contract = staging_contract()
-    jobs = {name: build(contract) for name, build in acceptance.CHECKS.items()}
+    jobs = {name: build(contract, contract.node_groups[0]) for name, build in acceptance.CHECKS.items()}
     volcano = {name: job for name, job in jobs.items() if job["apiVersion"] == "batch.volcano.sh/v1alpha1"}
     assert set(volcano) == {"efa-allreduce", "efa-bandwidth"}
     for name, job in volcano.items():
@@ -130,7 +130,8 @@ def test_a_check_runs_once_and_a_failure_ends_its_job():
 
 
 def test_the_node_pods_hand_the_image_and_pod_environment_to_ssh_sessions(tmp_path):
-    job = acceptance.efa_bandwidth(staging_contract())
+    contract = staging_contract()
+    job = acceptance.efa_bandwidth(contract, contract.node_groups[0])
     nodes = [task for task in job["spec"]["tasks"] if task["name"].startswith(acceptance.NODE)]
     assert len(nodes) == 2
     image_environment = {"PATH": "/opt/aws/neuron/bin:/usr/bin:/bin", "LD_LIBRARY_PATH": "/opt/aws/neuron/lib"}
@@ -147,3 +148,41 @@ def test_the_node_pods_hand_the_image_and_pod_environment_to_ssh_sessions(tmp_pa
         forwarded = {k: v for k, v in pod_environment.items() if k.startswith(("FI_", "CCOM_", "NEURON_"))}
         assert {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "CCOM_SOCKET_IFNAME"} <= set(forwarded)
         assert written == {**image_environment, **forwarded}  # and nothing else (HOME stays the session's own)
+
+
+def test_all_runs_what_applies_to_the_group_and_names_what_it_skipped(tmp_path):
+    """dev's trn1.2xlarge has no EFA: `all` runs the other checks, says in one line which it skipped and why, and ends
+    with one verdict line per check (exit 0); a skipped check asked for alone is an error."""
+    path, _ = outputs_file(tmp_path, "dev")
+    result = run_module("jobs.acceptance", "all", "--outputs", str(path), "--dryrun", "--json")
+    assert result.returncode == 0, result.stderr
+    assert [job["metadata"]["name"] for job in json.loads(result.stdout)] == [
+        "acceptance-neuron-devices",
+        "acceptance-fsx-shared",
+        "acceptance-etcd-rendezvous",
+    ]
+    skipped, *verdicts = result.stderr.splitlines()
+    assert skipped.startswith("skipped on node group trn1-2xl: efa-allreduce: ") and "efa-bandwidth: " in skipped
+    assert sorted(line.split(":")[0] for line in verdicts) == sorted(acceptance.CHECKS)
+    assert {line for line in verdicts if line.endswith("skipped")} == {"efa-allreduce: skipped", "efa-bandwidth: skipped"}
+    alone = run_module("jobs.acceptance", "efa-allreduce", "--outputs", str(path), "--dryrun")
+    assert alone.returncode == 2 and "needs two or more EFA nodes" in alone.stderr
+
+
+def test_the_node_group_is_named_when_there_are_several(tmp_path):
+    def two_groups(outputs):
+        spare = {**outputs["trainiumNodeGroups"][0], "name": "spare", "nodeSelector": {"trainium-eks/node-group": "spare"}}
+        outputs["trainiumNodeGroups"].append(spare)
+        outputs["trainiumNodeGroupScaling"]["spare"] = outputs["trainiumNodeGroupScaling"]["trn1-32xl"]
+
+    path, _ = outputs_file(tmp_path, "staging", edit=two_groups)
+    result = run_module("jobs.acceptance", "neuron-devices", "--outputs", str(path), "--dryrun")
+    assert result.returncode == 2 and "2 node groups (trn1-32xl, spare); name one" in result.stderr
+    chosen = run_module(
+        "jobs.acceptance", "neuron-devices", "--outputs", str(path), "--dryrun", "--json", "--node-group", "spare"
+    )
+    assert chosen.returncode == 0, chosen.stderr
+    selector = json.loads(chosen.stdout)["spec"]["template"]["spec"]["nodeSelector"]
+    assert selector == {"trainium-eks/node-group": "spare"}
+    unknown = run_module("jobs.acceptance", "neuron-devices", "--outputs", str(path), "--dryrun", "--node-group", "gpu")
+    assert unknown.returncode == 2 and "--node-group gpu: no such node group" in unknown.stderr
