@@ -174,34 +174,37 @@ class Rendezvous(pulumi.ComponentResource):
                 }
             ],
             "securityContext": restricted_pod_security_context(ETCD_UID, owns_volumes=True),
-            "containers": [
-                {
-                    "name": ETCD_NAME,
-                    "image": versions.ETCD_IMAGE,
-                    "command": ["/usr/local/bin/etcd"],
-                    "args": member_flags(args.namespace_name, args.members),
-                    "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                    "ports": [
-                        {"name": "client", "containerPort": layout.ETCD_CLIENT_PORT, "protocol": "TCP"},
-                        {"name": "peer", "containerPort": ETCD_PEER_PORT, "protocol": "TCP"},
-                    ],
-                    "readinessProbe": {
-                        "httpGet": {"path": HEALTH_PATH, "port": "client"},
-                        "periodSeconds": 10,
-                        "timeoutSeconds": 5,
-                    },
-                    # Alive is listening: /health fails on every member while quorum is lost, and restarting
-                    # them all then would only make it worse.
-                    "livenessProbe": {
-                        "tcpSocket": {"port": "client"},
-                        "initialDelaySeconds": 15,
-                        "periodSeconds": 20,
-                        "timeoutSeconds": 5,
-                        "failureThreshold": 5,
-                    },
-                    "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
-                    "securityContext": restricted_container_security_context(),
-                    "volumeMounts": [{"name": "data", "mountPath": DATA_DIR}],
-                }
-            ],
+            "containers": [member_container(args.namespace_name, args.members)],
         }
+
+
+def member_container(namespace: str, members: int) -> dict:
+    """The etcd member's container, the same for every member (``jobs.rehearsal`` runs it locally as well)."""
+    return {
+        "name": ETCD_NAME,
+        "image": versions.ETCD_IMAGE,
+        "command": ["/usr/local/bin/etcd"],
+        "args": member_flags(namespace, members),
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "ports": [
+            {"name": "client", "containerPort": layout.ETCD_CLIENT_PORT, "protocol": "TCP"},
+            {"name": "peer", "containerPort": ETCD_PEER_PORT, "protocol": "TCP"},
+        ],
+        "readinessProbe": {
+            "httpGet": {"path": HEALTH_PATH, "port": "client"},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+        },
+        # Alive is listening: /health fails on every member while quorum is lost, and restarting
+        # them all then would only make it worse.
+        "livenessProbe": {
+            "tcpSocket": {"port": "client"},
+            "initialDelaySeconds": 15,
+            "periodSeconds": 20,
+            "timeoutSeconds": 5,
+            "failureThreshold": 5,
+        },
+        "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        "securityContext": restricted_container_security_context(),
+        "volumeMounts": [{"name": "data", "mountPath": DATA_DIR}],
+    }

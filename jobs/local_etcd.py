@@ -1,5 +1,10 @@
 """The platform's rendezvous etcd cluster, started for real on loopback from the StatefulSet in a stack's plan.
 
+    python -m jobs.local_etcd (--stack STACK | --outputs FILE) [--members M] [--workdir DIR]
+
+runs it until interrupted and prints each member's endpoint, for a torchrun of your own
+(``--rdzv_backend=etcd-v2 --rdzv_endpoint=...``); `jobs.rehearsal` starts it the same way.
+
 Every member runs the StatefulSet's own command line; only what cannot be the same on one machine changes:
 each URL's host and port become a loopback port of that member, ``$(POD_NAME)`` becomes the member's pod
 name (as the kubelet expands it), and ``--data-dir`` a directory of this run. The etcd binary comes from the
@@ -13,10 +18,17 @@ import re
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 import urllib.request
 from importlib import resources
 from pathlib import Path
+
+from components.rendezvous import ETCD_NAME, member_container
+from jobs.launch import read_outputs, report_bad_input
+from trainium_eks.cli import OneLineParser
+from trainium_eks.contract import PlatformContract
 
 URL = re.compile(r"http://([^:/,]+):(\d+)")
 POD_NAME = "$(POD_NAME)"
@@ -33,18 +45,28 @@ def free_port() -> int:
 
 
 class LocalEtcd:
-    """Members ``<statefulset>-0..n-1`` of the StatefulSet, each a real etcd process on 127.0.0.1."""
+    """Members ``<name>-0..n-1`` of the etcd StatefulSet, each a real etcd process on 127.0.0.1."""
 
-    def __init__(self, statefulset: dict, workdir: Path):
-        spec = statefulset["spec"]
-        self.name = statefulset["metadata"]["name"]
-        self.members = [f"{self.name}-{i}" for i in range(int(spec["replicas"]))]
-        (container,) = spec["template"]["spec"]["containers"]
+    def __init__(self, name: str, members: int, container: dict, workdir: Path):
+        self.name = name
+        self.members = [f"{name}-{i}" for i in range(members)]
         self.flags = [*container.get("command", [])[1:], *container["args"]]
         self.health_path = container["readinessProbe"]["httpGet"]["path"]
         self.workdir = workdir
         self.ports: dict[tuple[str, int], int] = {}  # (member, port in the plan) -> port on loopback
         self.processes: dict[str, subprocess.Popen] = {}
+
+    @classmethod
+    def from_statefulset(cls, statefulset: dict, workdir: Path) -> LocalEtcd:
+        """The members of a StatefulSet as a plan holds it."""
+        spec = statefulset["spec"]
+        (container,) = spec["template"]["spec"]["containers"]
+        return cls(statefulset["metadata"]["name"], int(spec["replicas"]), container, workdir)
+
+    @classmethod
+    def for_platform(cls, namespace: str, members: int, workdir: Path) -> LocalEtcd:
+        """The platform's etcd in ``namespace``, from the container its Rendezvous component deploys."""
+        return cls(ETCD_NAME, members, member_container(namespace, members), workdir)
 
     def _local_port(self, member: str, port: int) -> int:
         return self.ports.setdefault((member, port), free_port())
@@ -113,3 +135,38 @@ class LocalEtcd:
             if process.poll() is None:
                 process.terminate()
                 process.wait(timeout=10)
+
+
+def parser() -> OneLineParser:
+    p = OneLineParser(prog="python -m jobs.local_etcd", description=__doc__.splitlines()[0])
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
+    source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
+    p.add_argument("--members", type=int, choices=(1, 3, 5), default=1, help="members to start, as the stack's etcdMembers")
+    p.add_argument("--workdir", type=Path, help="the members' data and logs (default: a temporary directory)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    def run(args) -> None:
+        contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
+        workdir = args.workdir or Path(tempfile.mkdtemp(prefix="trainium-eks-etcd-"))
+        cluster = LocalEtcd.for_platform(contract.job_namespace, args.members, workdir).start()
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the members on `kill` as on Ctrl-C
+        try:
+            for member in cluster.members:
+                print(f"{member}: --rdzv_endpoint={cluster.endpoint(member)}", flush=True)
+            print(f"data and logs in {workdir}; Ctrl-C stops the members", flush=True)
+            while all(process.poll() is None for process in cluster.processes.values()):
+                time.sleep(0.5)
+            raise SystemExit(f"an etcd member exited; its log is in {workdir}")
+        except KeyboardInterrupt:
+            pass
+        finally:
+            cluster.stop()
+
+    return report_bad_input(parser, argv, run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,211 +1,259 @@
-"""Rehearse a launcher-built Volcano Job on this machine: each task's torchrun agent as a local process, on a CPU.
+"""Try the job before you deploy: the stack's own training job on this machine, on a CPU, through a real etcd.
 
-The agents run the task's own command line and environment (the rendezvous backend, run id, restart count and
-the training module's arguments as the launcher wrote them). Only what must differ on a CPU is overridden,
-and ``CpuOverrides`` names each item: the etcd endpoint (a loopback member), the shared file system (a local
-directory standing in for the FSx mount), and the training module's device, model size and step counts.
+    python -m jobs.rehearsal (--stack STACK | --outputs FILE) [--nodes N] [--workers-per-node N] [--steps K]
+                             [--kill-at STEP] [--etcd-members M] [--node-group NAME] [--workdir DIR]
+                             [--timeout SECONDS] [--json]
+
+The Volcano Job is the one `jobs.launch` builds from the outputs; each of its tasks runs as a torchrun agent
+here, and they meet through etcd members started with the platform's own flags (`jobs.local_etcd`). What must
+differ on a CPU is listed in `jobs.local_agents.CpuOverrides`. With ``--kill-at`` one training worker is killed
+at that step, as an OOM kill would; the run passes only if every step trains and, after a kill, training resumed
+from the checkpoint written before it. Exit status: 0 passed, 1 the rehearsal failed (logs kept), 2 bad input.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import signal
-import subprocess
+import shutil
 import sys
+import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
-from jobs.components import JOB_VERSION_ANNOTATION
+from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, StrictStr, ValidationError, model_validator
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-ANNOTATION_FIELD = re.compile(r"metadata\.annotations\['([^']+)'\]")
-VARIABLE_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
-WORKER_MODULE = "training.pretrain_bert"
-# torchrun, with an optional shorter TTL for etcd-v2's rendezvous state (the keep-alive test needs a run to
-# outlive it; torch does not expose the TTL as a rendezvous option).
-AGENT = """
-import sys
-from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import EtcdRendezvousBackend
-from torch.distributed.run import main
-ttl = sys.argv.pop(1)
-if ttl:
-    EtcdRendezvousBackend._DEFAULT_TTL = int(ttl)
-main(sys.argv[1:])
-"""
+from jobs.capacity import LaunchError
+from jobs.launch import DATASET, JobRequest, read_outputs, report_bad_input, volcano_job
+from jobs.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, read_metrics, stage_dataset
+from jobs.local_etcd import LocalEtcd
+from trainium_eks.cli import OneLineParser
+from trainium_eks.contract import PlatformContract
+
+JOB_NAME = "berttrain"
+CHECKPOINT_EVERY = int(TINY_CPU_TRAINING["--checkpoint-every"])
+POLL_SECONDS = 0.2
 
 
-# The training module's arguments on a CPU: the tiny model, small batches, a checkpoint every five steps.
-TINY_CPU_TRAINING = {
-    "--device": "cpu",
-    "--model": "tiny",
-    "--batch-size": "4",
-    "--grad-accum-steps": "1",
-    "--lr": "2e-3",
-    "--warmup-steps": "2",
-    "--checkpoint-every": "5",
-}
+class RehearsalRequest(BaseModel):
+    """The command line, validated once."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nodes: PositiveInt = 2
+    workers_per_node: PositiveInt = 2
+    steps: PositiveInt = 40
+    kill_at: PositiveInt | None = None
+    etcd_members: Literal[1, 3, 5] = 1
+    node_group: StrictStr | None = None
+    timeout: PositiveFloat = 900.0
+
+    @model_validator(mode="after")
+    def _kill_between_checkpoint_and_end(self) -> RehearsalRequest:
+        if self.kill_at is None:
+            return self
+        if self.kill_at <= CHECKPOINT_EVERY:
+            raise ValueError(
+                f"--kill-at {self.kill_at}: the first checkpoint is written at step {CHECKPOINT_EVERY}; "
+                f"kill after it (--kill-at {CHECKPOINT_EVERY + 1} or more) to see training resume from it"
+            )
+        if self.kill_at >= self.steps:
+            raise ValueError(f"--kill-at {self.kill_at}: the run ends at step {self.steps}; kill before it or raise --steps")
+        return self
 
 
-def stage_dataset(fsx_root: Path, dataset: str) -> Path:
-    """A generated shard in the tutorial's HDF5 layout, where the job reads its dataset on the shared volume."""
-    from training.data import write_synthetic_shard
-    from training.options import BERT_TINY
-
-    directory = fsx_root / "datasets" / dataset
-    directory.mkdir(parents=True, exist_ok=True)
-    shard = directory / "shard-0.hdf5"
-    if not shard.exists():
-        write_synthetic_shard(shard, samples=256, seq_len=32, vocab_size=BERT_TINY["vocab_size"], max_predictions=5)
-    return directory
+def request_from(args) -> RehearsalRequest:
+    options = {
+        "nodes": args.nodes,
+        "workers_per_node": args.workers_per_node,
+        "steps": args.steps,
+        "kill_at": args.kill_at,
+        "etcd_members": args.etcd_members,
+        "node_group": args.node_group,
+        "timeout": args.timeout,
+    }
+    try:
+        return RehearsalRequest(**{key: value for key, value in options.items() if value is not None})
+    except ValidationError as error:
+        detail = error.errors(include_url=False)[0]
+        if not detail["loc"]:  # a rule across options: its message names the option and the fix
+            raise LaunchError(str(detail["ctx"]["error"])) from None
+        field = str(detail["loc"][0])
+        raise LaunchError(f"--{field.replace('_', '-')} {detail['input']}: {detail['msg'].lower()}") from None
 
 
 @dataclass(frozen=True)
-class CpuOverrides:
-    etcd_endpoint: str  # host:port of a loopback etcd member, for the cluster's etcd Service
-    fsx_root: Path  # stands in for the FSx mount path
-    fsx_mount_path: str  # the mount path in the job, replaced by fsx_root wherever it appears
-    training_args: dict[str, str] = field(default_factory=dict)  # flag -> value, replaced or appended
-    rendezvous_ttl: int | None = None  # None keeps torch's default
+class Outcome:
+    """What a rehearsal showed; ``passed`` is the verdict."""
 
-    def command(self, task_command: list[str]) -> list[str]:
-        """The agent's argv after ``torchrun``: the task's, with the overrides applied."""
-        if task_command[0] != "torchrun":
-            raise ValueError(f"the task runs {task_command[0]}, not torchrun")
-        args = [self.localise(a) for a in task_command[1:]]
-        args = [f"--rdzv_endpoint={self.etcd_endpoint}" if a.startswith("--rdzv_endpoint=") else a for a in args]
-        for flag, value in self.training_args.items():
-            if flag in args:
-                args[args.index(flag) + 1] = value
-            else:
-                args += [flag, value]
-        return args
+    nodes: int
+    workers_per_node: int
+    steps_wanted: int
+    steps_trained: list[int]  # the step of every record, in order (a restart repeats steps after its checkpoint)
+    first_loss: float | None
+    last_loss: float | None
+    agents_exit: list[int]
+    first_step_seconds: float | None  # from starting the agents
+    killed_at_step: int | None = None
+    checkpoint_at_kill: int | None = None  # the newest checkpoint on the volume when the worker was killed
+    resumed_from: int | None = None  # the checkpoint the restarted workers loaded
+    recovery_seconds: float | None = None  # from the kill to the first step trained again
 
-    def localise(self, value: str) -> str:
-        """``value`` with paths under the mount path moved under fsx_root (also after ``--flag=``)."""
-        mount = re.compile(rf"(^|=){re.escape(self.fsx_mount_path)}(?=/|$)")
-        return mount.sub(lambda m: m.group(1) + str(self.fsx_root), value)
+    @property
+    def problem(self) -> str | None:
+        """Why the rehearsal failed, or None."""
+        if any(self.agents_exit):
+            return f"an agent exited with {max(self.agents_exit)}"
+        if not self.steps_trained or self.steps_trained[-1] != self.steps_wanted:
+            return f"training stopped at step {self.steps_trained[-1] if self.steps_trained else 0} of {self.steps_wanted}"
+        if self.killed_at_step is None:
+            return None
+        if self.resumed_from is None:
+            return "no worker resumed after the kill"
+        if self.resumed_from < (self.checkpoint_at_kill or 0) or self.resumed_from == 0:
+            return f"training restarted from step {self.resumed_from}, not from checkpoint-{self.checkpoint_at_kill}"
+        return None
 
+    @property
+    def passed(self) -> bool:
+        return self.problem is None
 
-@dataclass
-class Agent:
-    task: str
-    process: subprocess.Popen
-    log: Path
-
-    def workers(self) -> list[int]:
-        """PIDs of the training workers this agent runs now."""
-        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
-        return [int(pid) for pid in children if WORKER_MODULE in _cmdline(int(pid))]
-
-
-def container_env(container: dict, annotations: dict[str, str]) -> dict[str, str]:
-    """The container's environment as the kubelet sets it: plain values, and pod annotations by downward API."""
-    env = {}
-    for variable in container.get("env", []):
-        if "value" in variable:
-            env[variable["name"]] = variable["value"]
-            continue
-        path = variable["valueFrom"]["fieldRef"]["fieldPath"]
-        match = ANNOTATION_FIELD.fullmatch(path)
-        if not match:
-            raise ValueError(f"{variable['name']}: the rehearsal reads only pod annotations, not {path}")
-        env[variable["name"]] = annotations[match.group(1)]
-    return env
+    def summary(self) -> str:
+        lines = [
+            f"trained {self.steps_wanted} steps on {self.nodes} nodes x {self.workers_per_node} workers; "
+            f"loss {self.first_loss:.3f} -> {self.last_loss:.3f}"
+            if self.first_loss is not None
+            else "no step trained"
+        ]
+        if self.killed_at_step is not None and self.recovery_seconds is not None:
+            lines.append(
+                f"killed a worker at step {self.killed_at_step}; resumed from checkpoint-{self.resumed_from} "
+                f"in {self.recovery_seconds:.1f} s"
+            )
+        lines.append("PASSED" if self.passed else f"FAILED: {self.problem}")
+        return "\n".join(lines)
 
 
-def expand(arg: str, env: dict[str, str]) -> str:
-    """``$(NAME)`` references replaced as the kubelet does in a container's command (unknown names stay)."""
-    return VARIABLE_REFERENCE.sub(lambda m: env.get(m.group(1), m.group(0)), arg)
+def newest_checkpoint(output_dir: Path) -> int:
+    steps = [int(path.name.split("-")[1]) for path in output_dir.glob("checkpoint-*") if path.name.split("-")[1].isdigit()]
+    return max(steps, default=0)
 
 
-def _cmdline(pid: int) -> str:
+def output_dir_of(job: dict, overrides: CpuOverrides) -> Path:
+    """Where the job's rank 0 writes checkpoints and metrics: its ``--output-dir``, moved to the local volume."""
+    (container,) = job["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    command = container["command"]
+    return Path(overrides.localise(command[command.index("--output-dir") + 1]))
+
+
+def rehearse(contract: PlatformContract, request: RehearsalRequest, workdir: Path, say=print) -> Outcome:
+    """Run the stack's training job as local agents; ``say`` gets one line per step and event."""
+    job = volcano_job(
+        contract,
+        JobRequest(name=JOB_NAME, nodes=request.nodes, workers_per_node=request.workers_per_node, node_group=request.node_group),
+    )
+    fsx = workdir / "fsx"
+    stage_dataset(fsx, DATASET)
+    etcd = LocalEtcd.for_platform(contract.job_namespace, request.etcd_members, workdir / "etcd").start()
+    say(f"etcd: {len(etcd.members)} member(s) on {', '.join(etcd.endpoint(m) for m in etcd.members)}")
+    overrides = CpuOverrides(
+        etcd_endpoint=etcd.endpoint(etcd.members[0]),
+        fsx_root=fsx,
+        fsx_mount_path=contract.fsx_mount_path,
+        training_args={**TINY_CPU_TRAINING, "--max-steps": str(request.steps)},
+    )
+    output_dir = output_dir_of(job, overrides)
+    agents = Rehearsal(job, overrides, workdir / "logs").start()
+    say(f"job {JOB_NAME}: {len(agents.agents)} torchrun agents x {request.workers_per_node} workers; logs in {workdir / 'logs'}")
+    kill: dict = {}
+    shown, loaded = 0, 0
+    deadline = time.monotonic() + request.timeout
     try:
-        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
-    except OSError:
-        return ""
+        while any(agent.process.poll() is None for agent in agents.agents):
+            if time.monotonic() > deadline:
+                say(f"stopping: the run passed --timeout {request.timeout:g} s")
+                break
+            records = read_metrics(output_dir / "metrics.jsonl")
+            for record in records[shown:]:
+                resumed = record["resumed_from"] != loaded
+                loaded = record["resumed_from"]
+                note = f" (resumed from checkpoint-{loaded})" if resumed else ""
+                say(f"step {record['step']}/{request.steps} loss {record['loss']:.3f}{note}")
+            shown = len(records)
+            if request.kill_at and not kill and records and records[-1]["step"] >= request.kill_at:
+                kill = {"checkpoint_at_kill": newest_checkpoint(output_dir), "killed_at_step": records[-1]["step"]}
+                pid = agents.kill_worker(job["spec"]["tasks"][-1]["name"])
+                kill["time"] = time.time()
+                say(f"killed worker {pid} at step {kill['killed_at_step']} (newest checkpoint: {kill['checkpoint_at_kill']})")
+            time.sleep(POLL_SECONDS)
+    finally:
+        agents.stop()
+        etcd.stop()
+    exits = [agent.process.returncode for agent in agents.agents]
+    return outcome(request, read_metrics(output_dir / "metrics.jsonl"), exits, agents.started_at, kill)
 
 
-class Rehearsal:
-    """The job's tasks as torchrun agents on this machine."""
-
-    def __init__(self, job: dict, overrides: CpuOverrides, logs: Path, annotations: dict[str, str] | None = None):
-        self.job, self.overrides, self.logs = job, overrides, logs
-        # What Volcano annotates the job's pods with: the first run of the job is version 0.
-        self.annotations = annotations if annotations is not None else {JOB_VERSION_ANNOTATION: "0"}
-        self.agents: list[Agent] = []
-        self.started_at = 0.0
-
-    def start(self) -> Rehearsal:
-        self.logs.mkdir(parents=True, exist_ok=True)
-        self.started_at = time.time()
-        for task in self.job["spec"]["tasks"]:
-            (container,) = task["template"]["spec"]["containers"]
-            pod_env = container_env(container, self.annotations)
-            env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
-            env.update({name: self.overrides.localise(value) for name, value in pod_env.items()})
-            ttl = str(self.overrides.rendezvous_ttl or "")
-            command = [expand(arg, pod_env) for arg in container["command"]]
-            argv = [sys.executable, "-c", AGENT, ttl, *self.overrides.command(command)]
-            log = self.logs / f"{task['name']}.log"
-            process = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
-            self.agents.append(Agent(task["name"], process, log))
-        return self
-
-    def rendezvous_id(self) -> str:
-        """The run id the agents use (``--rdzv_id`` after the kubelet's expansion)."""
-        (container,) = self.job["spec"]["tasks"][0]["template"]["spec"]["containers"]
-        (flag,) = [a for a in container["command"] if a.startswith("--rdzv_id=")]
-        return expand(flag, container_env(container, self.annotations)).split("=", 1)[1]
-
-    def wait(self, timeout: float) -> list[int]:
-        """Exit codes of the agents; raises TimeoutError (after stopping them) when they run past ``timeout``."""
-        deadline = time.monotonic() + timeout
-        try:
-            return [agent.process.wait(timeout=max(0.1, deadline - time.monotonic())) for agent in self.agents]
-        except subprocess.TimeoutExpired:
-            self.stop()
-            raise TimeoutError(f"the agents ran past {timeout}s; logs in {self.logs}") from None
-
-    def stop(self) -> None:
-        for agent in self.agents:
-            if agent.process.poll() is None:
-                agent.process.send_signal(signal.SIGTERM)
-        for agent in self.agents:
-            try:
-                agent.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                agent.process.kill()
-
-    def kill_worker(self, task: str) -> int:
-        """SIGKILL one training worker of ``task``'s agent, as an OOM kill or a crash would; returns its PID."""
-        (agent,) = [a for a in self.agents if a.task == task]
-        pid = agent.workers()[-1]
-        os.kill(pid, signal.SIGKILL)
-        return pid
-
-    def logs_text(self) -> str:
-        return "\n".join(f"--- {a.task}\n{a.log.read_text()[-4000:]}" for a in self.agents)
+def outcome(request: RehearsalRequest, records: list[dict], exits: list[int], started_at: float, kill: dict) -> Outcome:
+    losses = [record["loss"] for record in records]
+    after_kill = [record for record in records if kill and record["time"] > kill["time"] and record["resumed_from"]]
+    return Outcome(
+        nodes=request.nodes,
+        workers_per_node=request.workers_per_node,
+        steps_wanted=request.steps,
+        steps_trained=[record["step"] for record in records],
+        first_loss=losses[0] if losses else None,
+        last_loss=losses[-1] if losses else None,
+        agents_exit=exits,
+        first_step_seconds=records[0]["time"] - started_at if records else None,
+        killed_at_step=kill.get("killed_at_step"),
+        checkpoint_at_kill=kill.get("checkpoint_at_kill"),
+        resumed_from=after_kill[0]["resumed_from"] if after_kill else None,
+        recovery_seconds=after_kill[0]["time"] - kill["time"] if after_kill else None,
+    )
 
 
-def read_metrics(path: Path) -> list[dict]:
-    """The training script's per-step records (rank 0 appends one line per step)."""
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def parser() -> OneLineParser:
+    p = OneLineParser(prog="python -m jobs.rehearsal", description=__doc__.splitlines()[0])
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
+    source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
+    p.add_argument("--nodes", type=int, help="torchrun agents, one per node of the job (default 2)")
+    p.add_argument("--workers-per-node", type=int, help="training workers per agent (default 2; a CPU has few cores)")
+    p.add_argument("--steps", type=int, help="training steps (default 40)")
+    p.add_argument("--kill-at", type=int, help=f"kill a worker at this step (after the first checkpoint, at {CHECKPOINT_EVERY})")
+    p.add_argument("--etcd-members", type=int, help="etcd members to start: 1 (default), 3 or 5, as the stack's etcdMembers")
+    p.add_argument("--node-group", help="the node group whose job to rehearse (default: the first)")
+    p.add_argument("--workdir", type=Path, help="keep the volume, etcd data and logs here (default: a temporary directory)")
+    p.add_argument("--timeout", type=float, help="stop the run after this many seconds (default 900)")
+    p.add_argument("--json", action="store_true", help="the outcome as JSON on stdout; progress on stderr")
+    return p
 
 
-def wait_for_step(path: Path, step: int, rehearsal: Rehearsal, timeout: float) -> list[dict]:
-    """Poll the metrics until a record reaches ``step``; raises if the agents end or time runs out first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        records = read_metrics(path)
-        if records and records[-1]["step"] >= step:
-            return records
-        if any(a.process.poll() is not None for a in rehearsal.agents):
-            raise RuntimeError(f"an agent ended before step {step}:\n{rehearsal.logs_text()}")
-        time.sleep(0.1)
-    rehearsal.stop()
-    raise TimeoutError(f"no step {step} within {timeout}s:\n{rehearsal.logs_text()}")
+def main(argv: list[str] | None = None) -> int:
+    verdict = {}
+
+    def run(args) -> None:
+        request = request_from(args)
+        contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
+        workdir = args.workdir or Path(tempfile.mkdtemp(prefix="trainium-eks-rehearsal-"))
+        workdir.mkdir(parents=True, exist_ok=True)
+
+        def say(line: str) -> None:
+            print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+        result = rehearse(contract, request, workdir, say)
+        report = {**asdict(result), "passed": result.passed, "problem": result.problem}
+        print(json.dumps(report) if args.json else result.summary())
+        if not result.passed:
+            print(f"logs, volume and etcd data kept in {workdir}", file=sys.stderr)
+        elif args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        verdict["passed"] = result.passed
+
+    status = report_bad_input(parser, argv, run)
+    return status if status else (0 if verdict.get("passed") else 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

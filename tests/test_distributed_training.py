@@ -1,8 +1,9 @@
 """The job path for real: the Volcano Job that `jobs.launch` builds from the staging stack's outputs, run as two
 "nodes" (two torchrun agents, two workers each) on this machine, meeting through a real etcd cluster started
-with the staging plan's own member flags.
+with the platform's own member flags. Training and recovery run through `python -m jobs.rehearsal`, the command
+a user rehearses a job with; the rendezvous cases drive the same agents directly to kill etcd members.
 
-What differs from the cluster, because this is a CPU (``jobs.rehearsal.CpuOverrides``): the rendezvous
+What differs from the cluster, because this is a CPU (``jobs.local_agents.CpuOverrides``): the rendezvous
 endpoint points at a loopback etcd member instead of the etcd Service; a temporary directory stands in for the
 FSx mount; the training module runs ``--device cpu --model tiny`` on a generated HDF5 shard with small batches
 and step counts; two workers per node instead of one per NeuronCore (``--workers-per-node 2``, a launcher
@@ -15,6 +16,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from support import evaluate
@@ -22,8 +24,8 @@ from transformers import BertForPreTraining
 
 from jobs.components import JOB_VERSION_ANNOTATION
 from jobs.launch import DATASET
+from jobs.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, read_metrics, stage_dataset, wait_for_step
 from jobs.local_etcd import LocalEtcd
-from jobs.rehearsal import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, read_metrics, stage_dataset, wait_for_step
 from preflight.stackfile import REPO_ROOT
 from training.options import BERT_TINY
 
@@ -60,7 +62,7 @@ def statefulset(plan) -> dict:
 
 @pytest.fixture(scope="module")
 def etcd_cluster(plan, tmp_path_factory):
-    cluster = LocalEtcd(statefulset(plan), tmp_path_factory.mktemp("etcd")).start()
+    cluster = LocalEtcd.from_statefulset(statefulset(plan), tmp_path_factory.mktemp("etcd")).start()
     yield cluster
     cluster.stop()
 
@@ -80,34 +82,44 @@ def rehearse(job, plan, cluster, member, tmp_path, steps, annotations=None, **ov
     return Rehearsal(job, cpu, logs, annotations).start(), output_dir
 
 
-def test_two_nodes_train_through_etcd_and_loss_falls(job, plan, etcd_cluster, tmp_path):
-    rehearsal, output = rehearse(job, plan, etcd_cluster, etcd_cluster.members[0], tmp_path, steps="40")
-    assert rehearsal.wait(timeout=300) == [0, 0], rehearsal.logs_text()
-    records = read_metrics(output / "metrics.jsonl")
-    losses = [r["loss"] for r in records]
-    assert [r["step"] for r in records] == list(range(1, 41))
+def rehearsal_command(plan, tmp_path, *options: str) -> tuple[subprocess.CompletedProcess, dict, Path]:
+    """``python -m jobs.rehearsal`` on the plan's outputs, as a user runs it: its exit, its outcome, its volume."""
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps(plan.outputs))
+    workdir = tmp_path / "rehearsal"
+    command = [sys.executable, "-m", "jobs.rehearsal", "--outputs", str(outputs), "--workdir", str(workdir), "--json"]
+    ran = subprocess.run([*command, *options], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    outcome = json.loads(ran.stdout) if ran.stdout.strip() else {}
+    return ran, outcome, workdir / "fsx" / "checkpoints" / JOB_NAME
+
+
+def test_two_nodes_train_through_etcd_and_loss_falls(plan, tmp_path):
+    ran, outcome, output = rehearsal_command(plan, tmp_path, "--steps", "40")
+    assert ran.returncode == 0, ran.stderr
+    assert outcome["passed"] and outcome["agents_exit"] == [0, 0]
+    losses = [r["loss"] for r in read_metrics(output / "metrics.jsonl")]
+    assert outcome["steps_trained"] == list(range(1, 41))
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5
+    assert "loss" in ran.stderr and "step 40/40" in ran.stderr  # the progress a user watches
     trained = BertForPreTraining.from_pretrained(output / "checkpoint-40")
     assert trained.config.hidden_size == BERT_TINY["hidden_size"]
 
 
-def test_a_killed_worker_restarts_every_node_from_the_last_checkpoint(job, plan, etcd_cluster, tmp_path):
+def test_a_killed_worker_restarts_every_node_from_the_last_checkpoint(plan, tmp_path):
     interval = int(TINY_CPU_TRAINING["--checkpoint-every"])
-    rehearsal, output = rehearse(job, plan, etcd_cluster, etcd_cluster.members[0], tmp_path, steps="60")
-    before = wait_for_step(output / "metrics.jsonl", 2 * interval + 2, rehearsal, timeout=180)
-    checkpointed = max(int(p.name.split("-")[1]) for p in output.glob("checkpoint-*"))
-    rehearsal.kill_worker(job["spec"]["tasks"][-1]["name"])
-    assert rehearsal.wait(timeout=300) == [0, 0], rehearsal.logs_text()
+    ran, outcome, output = rehearsal_command(plan, tmp_path, "--steps", "60", "--kill-at", str(2 * interval + 2))
+    assert ran.returncode == 0, ran.stderr
+    assert outcome["checkpoint_at_kill"] >= 2 * interval  # the kill came after a checkpoint was written
+    assert outcome["resumed_from"] >= outcome["checkpoint_at_kill"]  # nothing checkpointed before the kill is lost
+    assert outcome["recovery_seconds"] > 0
 
     records = read_metrics(output / "metrics.jsonl")
     resumed = [r for r in records if r["resumed_from"] > 0]
-    assert resumed, "no worker resumed from a checkpoint"
     start = resumed[0]["resumed_from"]
-    assert start >= checkpointed  # nothing checkpointed before the kill is lost
     last_before_kill = max(r["step"] for r in records if r["resumed_from"] == 0)
+    assert last_before_kill >= outcome["killed_at_step"]
     assert last_before_kill - start <= interval  # at most one checkpoint interval is trained again
     assert [r["step"] for r in resumed] == list(range(start + 1, 61))  # the step counter goes on to the end
-    assert last_before_kill >= before[-1]["step"]
     assert BertForPreTraining.from_pretrained(output / "checkpoint-60").config.num_hidden_layers == 2
 
 
@@ -144,7 +156,7 @@ def test_the_rendezvous_outlives_its_ttl(job, plan, etcd_cluster, tmp_path):
 
 
 def test_losing_the_etcd_member_the_job_points_at_does_not_stop_training(job, plan, tmp_path):
-    cluster = LocalEtcd(statefulset(plan), tmp_path / "etcd").start()
+    cluster = LocalEtcd.from_statefulset(statefulset(plan), tmp_path / "etcd").start()
     assert len(cluster.members) == 3
     target, survivor = cluster.members[0], cluster.members[1]
     rehearsal, output = rehearse(job, plan, cluster, target, tmp_path, steps=UNBOUNDED_STEPS)

@@ -134,7 +134,7 @@ def test_member_counts_that_cannot_keep_a_quorum_or_a_node_each_are_rejected(ove
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_planned_topology_forms_a_cluster_whose_clients_learn_every_member(stack, tmp_path):
     statefulset, _, _ = etcd_parts(evaluate(stack))
-    cluster = LocalEtcd(statefulset.inputs, tmp_path).start()  # waits for every member's readiness probe
+    cluster = LocalEtcd.from_statefulset(statefulset.inputs, tmp_path).start()  # waits for every member's readiness probe
     try:
         client = cluster.client(cluster.members[0], allow_reconnect=True)  # as torch's etcd-v2 backend creates it
         assert sorted(client.machines) == sorted(cluster.client_url(m) for m in cluster.members)

@@ -1,0 +1,211 @@
+"""A launcher-built Volcano Job's tasks as torchrun agents on this machine, on a CPU (`jobs.rehearsal` runs them).
+
+The agents run the task's own command line and environment (the rendezvous backend, run id, restart count and
+the training module's arguments as the launcher wrote them). Only what must differ on a CPU is overridden,
+and ``CpuOverrides`` names each item: the etcd endpoint (a loopback member), the shared file system (a local
+directory standing in for the FSx mount), and the training module's device, model size and step counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jobs.components import JOB_VERSION_ANNOTATION
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ANNOTATION_FIELD = re.compile(r"metadata\.annotations\['([^']+)'\]")
+VARIABLE_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+WORKER_MODULE = "training.pretrain_bert"
+# torchrun, with an optional shorter TTL for etcd-v2's rendezvous state (the keep-alive test needs a run to
+# outlive it; torch does not expose the TTL as a rendezvous option).
+AGENT = """
+import sys
+from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import EtcdRendezvousBackend
+from torch.distributed.run import main
+ttl = sys.argv.pop(1)
+if ttl:
+    EtcdRendezvousBackend._DEFAULT_TTL = int(ttl)
+main(sys.argv[1:])
+"""
+
+
+# The training module's arguments on a CPU: the tiny model, small batches, a checkpoint every five steps.
+TINY_CPU_TRAINING = {
+    "--device": "cpu",
+    "--model": "tiny",
+    "--batch-size": "4",
+    "--grad-accum-steps": "1",
+    "--lr": "2e-3",
+    "--warmup-steps": "2",
+    "--checkpoint-every": "5",
+}
+
+
+def stage_dataset(fsx_root: Path, dataset: str) -> Path:
+    """A generated shard in the tutorial's HDF5 layout, where the job reads its dataset on the shared volume."""
+    from training.data import write_synthetic_shard
+    from training.options import BERT_TINY
+
+    directory = fsx_root / "datasets" / dataset
+    directory.mkdir(parents=True, exist_ok=True)
+    shard = directory / "shard-0.hdf5"
+    if not shard.exists():
+        write_synthetic_shard(shard, samples=256, seq_len=32, vocab_size=BERT_TINY["vocab_size"], max_predictions=5)
+    return directory
+
+
+@dataclass(frozen=True)
+class CpuOverrides:
+    etcd_endpoint: str  # host:port of a loopback etcd member, for the cluster's etcd Service
+    fsx_root: Path  # stands in for the FSx mount path
+    fsx_mount_path: str  # the mount path in the job, replaced by fsx_root wherever it appears
+    training_args: dict[str, str] = field(default_factory=dict)  # flag -> value, replaced or appended
+    rendezvous_ttl: int | None = None  # None keeps torch's default
+
+    def command(self, task_command: list[str]) -> list[str]:
+        """The agent's argv after ``torchrun``: the task's, with the overrides applied."""
+        if task_command[0] != "torchrun":
+            raise ValueError(f"the task runs {task_command[0]}, not torchrun")
+        args = [self.localise(a) for a in task_command[1:]]
+        args = [f"--rdzv_endpoint={self.etcd_endpoint}" if a.startswith("--rdzv_endpoint=") else a for a in args]
+        for flag, value in self.training_args.items():
+            if flag in args:
+                args[args.index(flag) + 1] = value
+            else:
+                args += [flag, value]
+        return args
+
+    def localise(self, value: str) -> str:
+        """``value`` with paths under the mount path moved under fsx_root (also after ``--flag=``)."""
+        mount = re.compile(rf"(^|=){re.escape(self.fsx_mount_path)}(?=/|$)")
+        return mount.sub(lambda m: m.group(1) + str(self.fsx_root), value)
+
+
+@dataclass
+class Agent:
+    task: str
+    process: subprocess.Popen
+    log: Path
+
+    def workers(self) -> list[int]:
+        """PIDs of the training workers this agent runs now."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
+        return [int(pid) for pid in children if WORKER_MODULE in _cmdline(int(pid))]
+
+
+def container_env(container: dict, annotations: dict[str, str]) -> dict[str, str]:
+    """The container's environment as the kubelet sets it: plain values, and pod annotations by downward API."""
+    env = {}
+    for variable in container.get("env", []):
+        if "value" in variable:
+            env[variable["name"]] = variable["value"]
+            continue
+        path = variable["valueFrom"]["fieldRef"]["fieldPath"]
+        match = ANNOTATION_FIELD.fullmatch(path)
+        if not match:
+            raise ValueError(f"{variable['name']}: the rehearsal reads only pod annotations, not {path}")
+        env[variable["name"]] = annotations[match.group(1)]
+    return env
+
+
+def expand(arg: str, env: dict[str, str]) -> str:
+    """``$(NAME)`` references replaced as the kubelet does in a container's command (unknown names stay)."""
+    return VARIABLE_REFERENCE.sub(lambda m: env.get(m.group(1), m.group(0)), arg)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except OSError:
+        return ""
+
+
+class Rehearsal:
+    """The job's tasks as torchrun agents on this machine."""
+
+    def __init__(self, job: dict, overrides: CpuOverrides, logs: Path, annotations: dict[str, str] | None = None):
+        self.job, self.overrides, self.logs = job, overrides, logs
+        # What Volcano annotates the job's pods with: the first run of the job is version 0.
+        self.annotations = annotations if annotations is not None else {JOB_VERSION_ANNOTATION: "0"}
+        self.agents: list[Agent] = []
+        self.started_at = 0.0
+
+    def start(self) -> Rehearsal:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.started_at = time.time()
+        for task in self.job["spec"]["tasks"]:
+            (container,) = task["template"]["spec"]["containers"]
+            pod_env = container_env(container, self.annotations)
+            env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+            env.update({name: self.overrides.localise(value) for name, value in pod_env.items()})
+            ttl = str(self.overrides.rendezvous_ttl or "")
+            command = [expand(arg, pod_env) for arg in container["command"]]
+            argv = [sys.executable, "-c", AGENT, ttl, *self.overrides.command(command)]
+            log = self.logs / f"{task['name']}.log"
+            process = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+            self.agents.append(Agent(task["name"], process, log))
+        return self
+
+    def rendezvous_id(self) -> str:
+        """The run id the agents use (``--rdzv_id`` after the kubelet's expansion)."""
+        (container,) = self.job["spec"]["tasks"][0]["template"]["spec"]["containers"]
+        (flag,) = [a for a in container["command"] if a.startswith("--rdzv_id=")]
+        return expand(flag, container_env(container, self.annotations)).split("=", 1)[1]
+
+    def wait(self, timeout: float) -> list[int]:
+        """Exit codes of the agents; raises TimeoutError (after stopping them) when they run past ``timeout``."""
+        deadline = time.monotonic() + timeout
+        try:
+            return [agent.process.wait(timeout=max(0.1, deadline - time.monotonic())) for agent in self.agents]
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise TimeoutError(f"the agents ran past {timeout}s; logs in {self.logs}") from None
+
+    def stop(self) -> None:
+        for agent in self.agents:
+            if agent.process.poll() is None:
+                agent.process.send_signal(signal.SIGTERM)
+        for agent in self.agents:
+            try:
+                agent.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                agent.process.kill()
+
+    def kill_worker(self, task: str) -> int:
+        """SIGKILL one training worker of ``task``'s agent, as an OOM kill or a crash would; returns its PID."""
+        (agent,) = [a for a in self.agents if a.task == task]
+        pid = agent.workers()[-1]
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def logs_text(self) -> str:
+        return "\n".join(f"--- {a.task}\n{a.log.read_text()[-4000:]}" for a in self.agents)
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """The training script's per-step records (rank 0 appends one line per step)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def wait_for_step(path: Path, step: int, rehearsal: Rehearsal, timeout: float) -> list[dict]:
+    """Poll the metrics until a record reaches ``step``; raises if the agents end or time runs out first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        records = read_metrics(path)
+        if records and records[-1]["step"] >= step:
+            return records
+        if any(a.process.poll() is not None for a in rehearsal.agents):
+            raise RuntimeError(f"an agent ended before step {step}:\n{rehearsal.logs_text()}")
+        time.sleep(0.1)
+    rehearsal.stop()
+    raise TimeoutError(f"no step {step} within {timeout}s:\n{rehearsal.logs_text()}")
