@@ -11,6 +11,7 @@ from jobs.components import COLLECTIVES_ENVIRONMENT, EFA_ENVIRONMENT, whole_node
 from jobs.launch import add_platform_scheduling
 from trainium_eks import catalog
 from trainium_eks.contract import NodeGroup, PlatformContract
+from trainium_eks.pod_security import root_pod_security_context
 
 # efa-bandwidth. nccom-test runs a multi-node benchmark through MPI: given every host and NEURON_RT_ROOT_COMM_ID (the
 # first host's address and a free port), it starts neuron-bench on each host and gathers the latencies on the host
@@ -113,7 +114,7 @@ def efa_bandwidth(contract: PlatformContract, group: NodeGroup, nodes: int | Non
             spec["containers"][0]["env"].append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
             hardened(spec, uid=0)  # as root, to read the key Volcano mounts at /root/.ssh
         else:
-            spec["securityContext"] = {"runAsUser": 0, "runAsNonRoot": False, "seccompProfile": {"type": "RuntimeDefault"}}
+            spec["securityContext"] = root_pod_security_context()
             for container in spec["containers"]:
                 container["securityContext"] = {"allowPrivilegeEscalation": False}
     return job

@@ -9,7 +9,12 @@ from jobs import TRAINING_IMAGE_TAG
 from jobs.capacity import LaunchError
 from jobs.launch import DO_NOT_DISRUPT, request_devices
 from trainium_eks.contract import NodeGroup, PlatformContract
-from trainium_eks.pod_security import restricted_container_security_context, restricted_pod_security_context
+from trainium_eks.pod_security import (
+    ROOT_UID,
+    restricted_container_security_context,
+    restricted_pod_security_context,
+    root_pod_security_context,
+)
 
 LABEL = "trainium-eks/acceptance"
 # Checks run as an unprivileged user. The Neuron driver's udev rule makes /dev/neuron* usable without root
@@ -17,7 +22,7 @@ LABEL = "trainium-eks/acceptance"
 # Neuron's security guidance suggests, needs that group in the pods' supplementalGroups. Checks that write to
 # the shared volume run as root, its owner (the training image writes it as root), with every other control.
 CHECK_UID = 1000
-SHARED_VOLUME_OWNER = 0
+SHARED_VOLUME_OWNER = ROOT_UID
 SCRATCH = {"name": "scratch", "mountPath": "/tmp"}  # the only writable path under a read-only root filesystem
 # cpu and memory of each check's container: enough for a shell, neuron-ls or a Python client.
 CHECK_RESOURCES = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}
@@ -30,9 +35,7 @@ def check_image(contract: PlatformContract) -> str:
 def hardened(pod_spec: dict, uid: int = CHECK_UID) -> dict:
     """The pod under the "restricted" Pod Security Standard (as root only when ``uid`` is 0), with a scratch
     /tmp and cpu, memory and device requests on every container."""
-    pod_spec["securityContext"] = restricted_pod_security_context(uid)
-    if uid == 0:
-        pod_spec["securityContext"]["runAsNonRoot"] = False
+    pod_spec["securityContext"] = root_pod_security_context() if uid == ROOT_UID else restricted_pod_security_context(uid)
     pod_spec["volumes"] = [*pod_spec.get("volumes", []), {"name": SCRATCH["name"], "emptyDir": {}}]
     for container in pod_spec["containers"]:
         container["securityContext"] = restricted_container_security_context()

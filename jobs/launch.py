@@ -23,7 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, PositiveInt, StrictStr, StringConstraints, ValidationError
 from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
-from jobs import TRAINING_IMAGE_TAG
+from jobs import TRAINING_IMAGE_TAG, training_security
 from jobs.capacity import LaunchError, choose_node_group, node_count, whole_node_share
 from jobs.compile_cache import compile_cache
 from jobs.components import JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
@@ -217,7 +217,8 @@ def whole_node_job(
 
 def add_platform_scheduling(job: dict, contract: PlatformContract, group: NodeGroup) -> dict:
     """What TorchX's Kubernetes scheduler cannot set: tolerations, the node group selector (which also tells Karpenter
-    which pool to scale), the namespace, device requests, the job's lifecycle, and Karpenter's do-not-disrupt mark."""
+    which pool to scale), the namespace, device requests, the job's lifecycle, Karpenter's do-not-disrupt mark and
+    the pods' security settings (``jobs.training_security``)."""
     job["metadata"]["namespace"] = contract.job_namespace
     # The gang, stated rather than left to the admission webhook's default: every pod or none. An elastic pool brings
     # the nodes for the pods that wait; none starts until all fit (Volcano's gang plugin, minAvailable).
@@ -230,6 +231,7 @@ def add_platform_scheduling(job: dict, contract: PlatformContract, group: NodeGr
         spec = task["template"]["spec"]
         spec["tolerations"] = [*spec.get("tolerations", []), *contract.tolerations()]
         spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **group.node_selector}
+        training_security.harden(spec)
         for container in spec["containers"]:
             request_devices(container["resources"])
             container["env"] = [*container.get("env", []), job_version_env()]
