@@ -47,8 +47,8 @@ class ClusterArgs:
     tags: Mapping[str, str]
     protect: bool
     node_monitoring_agent: bool  # the eks-node-monitoring-agent add-on
-    # Security groups inside the VPC whose members reach the API endpoint (the deploy runner's): the private
-    # endpoint answers from the VPC only where the cluster security group admits 443 from the client.
+    # Security groups inside the VPC whose members reach the API endpoint (the deploy runner's, the access host's):
+    # the private endpoint answers from the VPC only where the cluster security group admits 443 from the client.
     api_client_security_group_ids: Sequence[pulumi.Input[str]] = ()
 
 
@@ -174,7 +174,7 @@ class Cluster(pulumi.ComponentResource):
                 ip_protocol="tcp",
                 from_port=443,
                 to_port=443,
-                description="Kubernetes API from an in-VPC client (the deploy runner)",
+                description="Kubernetes API from an in-VPC client (the deploy runner, the API access host)",
                 tags=tags,
                 opts=child,
             )

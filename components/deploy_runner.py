@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.network import outbound_https_only_group
 from trainium_eks import versions
 from trainium_eks.config import BOOTSTRAP_VARIABLE, DeployRunnerConfig
 
-HTTPS = 443
 # 4 vCPUs and 7 GB (CodeBuild "Build environment compute types"): the Pulumi engine, the Node.js eks provider and
 # the Python program run side by side during a preview.
 COMPUTE_TYPE = "BUILD_GENERAL1_MEDIUM"
@@ -127,25 +127,14 @@ class DeployRunner(pulumi.ComponentResource):
         tags = dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
 
-        # No ingress: a runner only calls out (GitHub, Pulumi Cloud, package registries, AWS APIs, the cluster API),
-        # all over HTTPS; DNS goes to the VPC resolver, which security groups do not filter.
-        security_group = aws.ec2.SecurityGroup(
+        # A runner only calls out (GitHub, Pulumi Cloud, package registries, AWS APIs, the cluster API), over HTTPS.
+        security_group = outbound_https_only_group(
             f"{name}-runner",
+            group_name=cfg.project_name,
             description=f"CodeBuild runner {cfg.project_name}: outbound HTTPS only",
             vpc_id=args.vpc_id,
-            tags={**tags, "Name": cfg.project_name},
-            opts=child,
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-runner-https",
-            security_group_id=security_group.id,
-            ip_protocol="tcp",
-            from_port=HTTPS,
-            to_port=HTTPS,
-            cidr_ipv4="0.0.0.0/0",
-            description="HTTPS out",
             tags=tags,
-            opts=child,
+            parent=self,
         )
         log_group = aws.cloudwatch.LogGroup(
             f"{name}-logs", name=log_group_name(cfg), retention_in_days=LOG_RETENTION_DAYS, tags=tags, opts=child

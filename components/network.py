@@ -26,6 +26,30 @@ class DeployTimeCheckError(pulumi.RunError):
     """Raised when AWS, asked at deploy time, contradicts the configuration."""
 
 
+HTTPS = 443
+
+
+def outbound_https_only_group(
+    name: str, *, group_name: str, description: str, vpc_id: pulumi.Input[str], tags: Mapping[str, str], parent: pulumi.Resource
+) -> aws.ec2.SecurityGroup:
+    """A security group for a host that only calls out: no ingress rule, egress on TCP 443 alone. DNS goes to the
+    VPC resolver, which security groups do not filter."""
+    child = pulumi.ResourceOptions(parent=parent)
+    group = aws.ec2.SecurityGroup(name, description=description, vpc_id=vpc_id, tags={**tags, "Name": group_name}, opts=child)
+    aws.vpc.SecurityGroupEgressRule(
+        f"{name}-https",
+        security_group_id=group.id,
+        ip_protocol="tcp",
+        from_port=HTTPS,
+        to_port=HTTPS,
+        cidr_ipv4="0.0.0.0/0",
+        description="HTTPS out",
+        tags=dict(tags),
+        opts=child,
+    )
+    return group
+
+
 @dataclass(frozen=True)
 class NetworkArgs:
     config: NetworkConfig

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pulumi
 
 from components.alarms import Alarms, AlarmsArgs
+from components.api_access import PORT_FORWARDING_DOCUMENT, ApiAccessArgs, ApiAccessHost
 from components.cluster import Cluster, ClusterArgs
 from components.deploy_runner import DeployRunner, DeployRunnerArgs, refuse_an_existing_cluster
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
@@ -74,6 +75,22 @@ class TrainiumPlatform(pulumi.ComponentResource):
             }
             self.register_outputs(self.contract)
             return
+        # A private-only endpoint answers from the VPC alone: the deploy runner reaches it there, and people through
+        # the access host's port forwarding.
+        access = None
+        if not config.cluster.endpoint_public_access:
+            access = ApiAccessHost(
+                f"{name}-api-access",
+                ApiAccessArgs(
+                    config.cluster.name,
+                    config.region,
+                    network.vpc_id,
+                    network.private_subnet_ids.apply(lambda ids: ids[0]),
+                    tags,
+                ),
+                opts=child,
+            )
+        api_clients = [client.security_group_id for client in (runner, access) if client is not None]
         cluster = Cluster(
             f"{name}-cluster",
             ClusterArgs(
@@ -85,7 +102,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 tags=tags,
                 protect=protect,
                 node_monitoring_agent=config.node_health.monitoring_agent,
-                api_client_security_group_ids=[runner.security_group_id] if runner else [],
+                api_client_security_group_ids=api_clients,
             ),
             opts=child,
         )
@@ -208,6 +225,12 @@ class TrainiumPlatform(pulumi.ComponentResource):
             "ecrRepositoryUrl": registry.repository_url,
             "tensorboardService": tensorboard_service,
         }
+        if access is not None:
+            self.contract["apiAccess"] = {
+                "hostInstanceId": access.instance_id,
+                "usersPolicyArn": access.users_policy_arn,
+                "document": PORT_FORWARDING_DOCUMENT,
+            }
         self.register_outputs(self.contract)
 
     def _monitor(

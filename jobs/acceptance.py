@@ -1,6 +1,7 @@
 """Acceptance jobs that prove a fresh cluster works, built from the stack's outputs.
 
 python -m jobs.acceptance CHECK|all [--stack STACK | --outputs FILE] [--node-group NAME] [--nodes N] [--dryrun] [--json]
+                          [--api-tunnel PORT]
 
 `all` runs every check that applies to the node group and says in one line which it skipped and why.
 
@@ -23,7 +24,8 @@ from jobs import TRAINING_IMAGE_TAG
 from jobs.bandwidth import LAUNCHER, NODE, efa_bandwidth
 from jobs.capacity import LaunchError, node_count
 from jobs.check_pods import SHARED_VOLUME_OWNER, batch_job, check_image, hardened, run_once, two_efa_nodes
-from jobs.launch import read_outputs, report_bad_input, submit, whole_node_job
+from jobs.launch import add_api_tunnel_option, submit, whole_node_job
+from jobs.outputs import read_outputs, report_bad_input
 
 __all__ = ["CHECKS", "LAUNCHER", "NODE", "main"]  # the bandwidth check's task names, as the tests and README name them
 from trainium_eks import layout
@@ -154,6 +156,7 @@ def parser() -> OneLineParser:
         "which Karpenter brings up for it); the EFA checks always take two nodes, fsx-shared two if the group holds two",
     )
     p.add_argument("--dryrun", action="store_true", help="print the jobs instead of submitting them")
+    add_api_tunnel_option(p)
     p.add_argument("--json", action="store_true")
     return p
 
@@ -176,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         verdicts = [
             f"{name}: {'built' if args.dryrun else 'submitted'} {job['kind']} {contract.job_namespace}/"
-            f"{job['metadata']['name'] if args.dryrun else submit(job, contract)}"
+            f"{job['metadata']['name'] if args.dryrun else submit(job, contract, args.api_tunnel)}"
             for name, job in jobs
         ]
         verdicts += [f"{name}: skipped" for name in skipped]

@@ -2,7 +2,7 @@
 
     python -m jobs.launch [--stack STACK | --outputs FILE] [--nodes N] [--workers-per-node N] [--node-group NAME]
                           [--queue NAME] [--image-tag TAG] [--name NAME] [--precompile] [--no-bf16]
-                          [--dryrun] [--json] [-- TRAINING ARGS...]
+                          [--dryrun] [--json] [--api-tunnel PORT] [-- TRAINING ARGS...]
 
 The queue, etcd endpoint, FSx claim and paths, image repository, instance type and per-node Neuron and EFA
 counts all come from the platform's output contract. TorchX builds the Volcano Job; the launcher then adds
@@ -14,22 +14,23 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import yaml
 from pydantic import BaseModel, ConfigDict, PositiveInt, StrictStr, StringConstraints, ValidationError
 from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
 from jobs import TRAINING_IMAGE_TAG, training_security
+from jobs import api_tunnel as api_tunnel_module
 from jobs.capacity import LaunchError, choose_node_group, node_count, whole_node_share
 from jobs.compile_cache import compile_cache
 from jobs.components import JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
-from trainium_eks import files, layout
-from trainium_eks.cli import OneLineParser, UsageError, one_line
-from trainium_eks.contract import ContractError, NodeGroup, PlatformContract
+from jobs.outputs import read_outputs, report_bad_input
+from trainium_eks import layout
+from trainium_eks.cli import OneLineParser
+from trainium_eks.contract import NodeGroup, PlatformContract
 
 DATASET = "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
 
@@ -90,36 +91,6 @@ def option_error(error: ValidationError) -> str:
     detail = error.errors(include_url=False)[0]
     field = str(detail["loc"][0])
     return f"--{field.replace('_', '-')} {detail['input']}: {detail['msg'].lower()}; {FIXES.get(field, 'see --help')}"
-
-
-MAX_OUTPUTS_BYTES = 16 * 1024 * 1024  # stack outputs are kilobytes; a whole plan a few megabytes
-
-
-def read_outputs(stack: str | None, outputs_file: Path | None) -> Any:
-    if outputs_file is not None:
-        try:
-            outputs = json.loads(files.read_text(outputs_file, MAX_OUTPUTS_BYTES, "pass a stack outputs JSON file"))
-        except files.UnreadableFile as error:
-            raise LaunchError(f"--outputs {outputs_file}: not a readable JSON file ({error.problem})") from None
-        except (ValueError, RecursionError) as error:
-            reason = type(error).__name__ if isinstance(error, RecursionError) else error
-            raise LaunchError(f"--outputs {outputs_file}: not a readable JSON file ({reason})") from None
-        # Also accept a whole `preflight plan --json` object.
-        is_plan = isinstance(outputs, dict) and isinstance(outputs.get("outputs"), dict) and "resources" in outputs
-        return outputs["outputs"] if is_plan else outputs
-    try:
-        result = subprocess.run(
-            ["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", stack], capture_output=True, text=True
-        )
-    except FileNotFoundError:
-        raise LaunchError("--stack needs the Pulumi CLI on PATH; or pass --outputs FILE") from None
-    if result.returncode != 0:
-        last_line = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise LaunchError(f"--stack {stack}: `pulumi stack output` failed: {last_line}")
-    try:
-        return json.loads(result.stdout)
-    except ValueError:
-        raise LaunchError(f"--stack {stack}: `pulumi stack output --json` printed no JSON") from None
 
 
 def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
@@ -251,19 +222,36 @@ def request_devices(resources: dict) -> None:
     resources["requests"] = {**resources.get("requests", {}), **devices}
 
 
-def submit(job: dict, contract: PlatformContract) -> str:
-    """Create a Volcano Job or a batch/v1 Job in the job namespace with the stack's kubeconfig."""
+def submit(job: dict, contract: PlatformContract, api_tunnel: int | None = None) -> str:
+    """Create a Volcano Job or a batch/v1 Job in the job namespace with the stack's kubeconfig, through the access
+    host's tunnel on local port ``api_tunnel`` when given (``jobs.api_tunnel``)."""
     if contract.kubeconfig is None:
         raise LaunchError("the outputs hold no kubeconfig (secrets hidden); use --stack, or --dryrun to print the job")
     from kubernetes import client, config
+    from urllib3.exceptions import MaxRetryError
 
-    api = config.new_client_from_config_dict(json.loads(contract.kubeconfig))
-    if job["apiVersion"] == "batch/v1":
-        return client.BatchV1Api(api).create_namespaced_job(contract.job_namespace, job).metadata.name
-    created = client.CustomObjectsApi(api).create_namespaced_custom_object(
-        "batch.volcano.sh", "v1alpha1", contract.job_namespace, "jobs", job
-    )
+    kubeconfig = json.loads(contract.kubeconfig)
+    if api_tunnel is not None:
+        kubeconfig = api_tunnel_module.through_tunnel(kubeconfig, api_tunnel)
+    api = config.new_client_from_config_dict(kubeconfig)
+    try:
+        if job["apiVersion"] == "batch/v1":
+            return client.BatchV1Api(api).create_namespaced_job(contract.job_namespace, job).metadata.name
+        created = client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", contract.job_namespace, "jobs", job
+        )
+    except MaxRetryError:
+        raise LaunchError(api_tunnel_module.unreachable(contract, api_tunnel)) from None
     return created["metadata"]["name"]
+
+
+def add_api_tunnel_option(p: OneLineParser) -> None:
+    p.add_argument(
+        "--api-tunnel",
+        type=api_tunnel_module.port,
+        metavar="PORT",
+        help="reach a private endpoint through the local end of `python -m jobs.api_tunnel`'s session on PORT",
+    )
 
 
 def parser() -> OneLineParser:
@@ -282,19 +270,10 @@ def parser() -> OneLineParser:
     p.add_argument("--precompile", action="store_true", help="run neuron_parallel_compile to fill the compile cache")
     p.add_argument("--no-bf16", dest="bf16", action="store_false", help="compute in float32")
     p.add_argument("--dryrun", action="store_true", help="print the Volcano Job instead of submitting it")
+    add_api_tunnel_option(p)
     p.add_argument("--json", action="store_true", help="print JSON (with --dryrun: the Volcano Job)")
     p.add_argument("training_args", nargs="*", help="arguments for the training module, after --")
     return p
-
-
-def report_bad_input(make_parser, argv: list[str] | None, body) -> int:
-    """Parse ``argv`` and run the command body; bad input becomes one line on stderr and exit status 2."""
-    try:
-        body(make_parser().parse_args(argv))
-    except (UsageError, LaunchError, ContractError) as error:
-        print(f"error: {one_line(str(error))}", file=sys.stderr)
-        return 2
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.dryrun:
             print(json.dumps(job, indent=2, sort_keys=True) if args.json else yaml.safe_dump(job, sort_keys=False))
         else:
-            submitted = submit(job, contract)
+            submitted = submit(job, contract, args.api_tunnel)
             print(
                 json.dumps({"job": submitted, "namespace": contract.job_namespace})
                 if args.json

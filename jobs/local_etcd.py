@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from components.rendezvous import ETCD_NAME, member_container
-from jobs.launch import read_outputs, report_bad_input
+from jobs.outputs import read_outputs, report_bad_input
 from trainium_eks.cli import OneLineParser
 from trainium_eks.contract import PlatformContract
 

@@ -25,9 +25,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, StrictStr, ValidationError, model_validator
 
 from jobs.capacity import LaunchError
-from jobs.launch import DATASET, JobRequest, read_outputs, report_bad_input, volcano_job
+from jobs.launch import DATASET, JobRequest, volcano_job
 from jobs.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, read_metrics, stage_dataset
 from jobs.local_etcd import LocalEtcd
+from jobs.outputs import read_outputs, report_bad_input
 from trainium_eks.cli import OneLineParser
 from trainium_eks.contract import PlatformContract
 

@@ -7,7 +7,7 @@ from pulumi_policy import EnforcementLevel, Severity
 
 from policies.adapters import resource_policy, stack_policy
 from policies.pack import Pack
-from policies.rules import deploy_path, nodes, security, workloads
+from policies.rules import access_path, deploy_path, nodes, security, workloads
 from trainium_eks import tokens
 
 EKS_TYPES = (security.EKS_COMPONENT, security.EKS_CLUSTER)
@@ -77,6 +77,27 @@ SECURITY_BASELINE = Pack(
             Severity.HIGH,
             deploy_path.private_endpoint_has_in_vpc_runner,
             config={"requireInVpcRunner": {"type": "boolean", "default": True}},
+        ),
+        stack_policy(
+            "private-endpoint-access-host",
+            "A cluster with a private-only endpoint admits an access host on 443, for people's port forwarding.",
+            Severity.HIGH,
+            access_path.private_endpoint_has_access_host,
+            config={"requireApiAccessHost": {"type": "boolean", "default": True}},
+        ),
+        stack_policy(
+            "ec2-instance-closed",
+            "EC2 instances take no inbound connection (no ingress, key pair or public address), require IMDSv2 and "
+            "encrypt their root volume.",
+            Severity.CRITICAL,
+            access_path.instances_closed,
+        ),
+        resource_policy(
+            "ssm-session-access-scoped",
+            "Grants of ssm:StartSession name their instances and allow port-forwarding documents only.",
+            Severity.HIGH,
+            access_path.session_access_scoped,
+            (*security.IAM_POLICY_TYPES, security.IAM_ROLE),
         ),
         resource_policy(
             "security-group-no-world-ingress",

@@ -113,6 +113,14 @@ class PlatformMocks(pulumi.runtime.Mocks):
                 "id": f"{i.get('clusterName')}:{i.get('principalArn')}",
                 "accessEntryArn": self._arn("eks", f"access-entry/{i.get('clusterName')}/role/{h[:8]}"),
             },
+            tokens.EC2_INSTANCE: lambda n, i, h: {
+                "id": f"i-{h}",
+                "arn": self._arn("ec2", f"instance/i-{h}"),
+                "privateIp": f"10.{int(h[:2], 16)}.{int(h[2:4], 16)}.{int(h[4:6], 16) % 250 + 4}",
+            },
+            tokens.IAM_INSTANCE_PROFILE: lambda n, i, h: self._named(
+                n, i, h, lambda name: {"id": name, "arn": f"arn:aws:iam::{ACCOUNT_ID}:instance-profile/{name}"}
+            ),
             tokens.IAM_POLICY: lambda n, i, h: self._named(
                 n,
                 i,
@@ -266,6 +274,7 @@ class PlatformMocks(pulumi.runtime.Mocks):
             tokens.IAM_GET_POLICY_DOCUMENT: self._policy_document,
             tokens.EKS_GET_ADDON_VERSION: self._addon_version,
             tokens.EKS_GET_CLUSTERS: self._clusters,
+            tokens.SSM_GET_PARAMETER: self._parameter,
             tokens.INDEX_GET_CALLER_IDENTITY: lambda args: {
                 "id": ACCOUNT_ID,
                 "accountId": ACCOUNT_ID,
@@ -276,6 +285,14 @@ class PlatformMocks(pulumi.runtime.Mocks):
         if handler is None:
             raise UnmockedInvokeError(f"preflight has no answer for invoke {args.token}; add it to preflight/mocks.py")
         return handler(args.args), []
+
+    def _parameter(self, args: dict) -> dict:
+        """A public parameter of an AMI (the only kind the platform reads): an image ID that follows the name."""
+        name = args.get("name", "")
+        if not name.startswith("/aws/service/ami-"):
+            raise UnmockedInvokeError(f"preflight knows only public AMI parameters, not {name}")
+        value = f"ami-{_hex(self.region, name)}"
+        return {"id": name, "name": name, "type": "String", "value": value, "insecureValue": value, "version": 1}
 
     def _availability_zones(self, args: dict) -> dict:
         names = az_names(self.region)

@@ -1,4 +1,5 @@
-"""The mutation cases of the deploy path: the in-VPC runner a private cluster needs, and the runner role's trust.
+"""The mutation cases of the deploy and access paths: the in-VPC runner a private cluster needs, the runner role's
+trust, and the Systems Manager host people reach the private endpoint through.
 
 ``tests/test_policies.py`` merges them with the other tables.
 """
@@ -6,11 +7,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from policy_mutations import Case, edit, resource, without
 
 from policies.rules.security import EKS_COMPONENT, VPC_INGRESS_RULE
-from trainium_eks.tokens import CODEBUILD_PROJECT, IAM_ROLE
+from trainium_eks.tokens import CODEBUILD_PROJECT, EC2_INSTANCE, EC2_SECURITY_GROUP, IAM_POLICY, IAM_ROLE
 
 
 def _unscoped_runner_trust(plan: dict) -> None:
@@ -39,4 +41,63 @@ DEPLOY_PATH_CASES: dict[str, list[Case]] = {
         Case("udp-only", "prod", edit(VPC_INGRESS_RULE, "api-from-client", "ipProtocol", to="udp"), ("TCP 443",)),
     ],
     "service-role-trust-scoped": [Case("any-project", "prod", _unscoped_runner_trust, ("aws:SourceArn",), IAM_ROLE, 1)],
+}
+
+
+def _host_policy(edit_statement) -> Callable[[dict], None]:
+    def mutate(plan: dict) -> None:
+        policy = resource(plan, IAM_POLICY, "api-access-users")["inputs"]
+        document = json.loads(policy["policy"])
+        edit_statement(document["Statement"][0])
+        policy["policy"] = json.dumps(document)
+
+    return mutate
+
+
+def _host_ingress(plan: dict) -> None:
+    rule = {"protocol": "tcp", "fromPort": 22.0, "toPort": 22.0, "cidrBlocks": ["10.0.0.0/8"]}
+    resource(plan, EC2_SECURITY_GROUP, "api-access-host")["inputs"]["ingress"] = [rule]
+
+
+ACCESS_PATH_CASES: dict[str, list[Case]] = {
+    "private-endpoint-access-host": [
+        Case("no-host", "prod", without(lambda r: r["type"] == EC2_INSTANCE), ("admits no access host",), EKS_COMPONENT),
+        Case(
+            "not-admitted",
+            "prod",
+            without(lambda r: r["type"] == VPC_INGRESS_RULE and r["name"].endswith("api-from-client-1")),
+            ("TCP 443",),
+            EKS_COMPONENT,
+        ),
+    ],
+    "ec2-instance-closed": [
+        Case("key-pair", "prod", edit(EC2_INSTANCE, "api-access", "keyName", to="ops"), ("key pair",), EC2_INSTANCE, 1),
+        Case(
+            "public-ip",
+            "prod",
+            edit(EC2_INSTANCE, "api-access", "associatePublicIpAddress", to=True),
+            ("public address",),
+            EC2_INSTANCE,
+            1,
+        ),
+        Case(
+            "imds-hops",
+            "prod",
+            edit(EC2_INSTANCE, "api-access", "metadataOptions", "httpPutResponseHopLimit", to=2.0),
+            ("IMDSv2",),
+        ),
+        Case("unencrypted", "prod", edit(EC2_INSTANCE, "api-access", "rootBlockDevice", "encrypted", to=False), ("root",)),
+        Case("ssh-in", "prod", _host_ingress, ("admits inbound traffic",), EC2_INSTANCE, 1),
+    ],
+    "ssm-session-access-scoped": [
+        Case("any-instance", "prod", _host_policy(lambda s: s.update(Resource=["*"])), ("every instance",), IAM_POLICY),
+        Case(
+            "shell",
+            "prod",
+            _host_policy(lambda s: s["Resource"].append("arn:aws:ssm:us-west-2::document/SSM-SessionManagerRunShell")),
+            ("beyond port forwarding",),
+            IAM_POLICY,
+            1,
+        ),
+    ],
 }

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from deploy_path_mutations import DEPLOY_PATH_CASES
+from deploy_path_mutations import ACCESS_PATH_CASES, DEPLOY_PATH_CASES
 from elastic_mutations import ELASTIC_CASES, SPARED_ELASTIC
 from policy_mutations import MANAGED_GROUP_AND_PLATFORM_CASES, SPARED_MANAGED, Case, plan_of, resource, trainium_node_group
 from support import STACKS, cached_plan
@@ -34,7 +34,7 @@ def merged(*tables: dict[str, list[Case]]) -> dict[str, list[Case]]:
     return together
 
 
-MUTATIONS = merged(MANAGED_GROUP_AND_PLATFORM_CASES, ELASTIC_CASES, DEPLOY_PATH_CASES)
+MUTATIONS = merged(MANAGED_GROUP_AND_PLATFORM_CASES, ELASTIC_CASES, DEPLOY_PATH_CASES, ACCESS_PATH_CASES)
 SPARED = merged(SPARED_MANAGED, SPARED_ELASTIC)
 
 

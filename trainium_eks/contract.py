@@ -16,12 +16,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, PositiveInt, StrictStr, ValidationError
 
-CONTRACT_VERSION = "1.3.0"
+CONTRACT_VERSION = "1.4.0"
 FIRST = "1.0.0"
 
 
-def since(version: str, **field: Any) -> Any:
-    return Field(json_schema_extra={"since": version}, **field)
+def since(version: str, *, optional: bool = False, **field: Any) -> Any:
+    """A contract field introduced in ``version``; an ``optional`` one is published only by the stacks it applies to."""
+    return Field(json_schema_extra={"since": version, "optional": optional}, **field)
 
 
 class ContractError(Exception):
@@ -56,6 +57,15 @@ class NodeGroupScaling(Entry):
 
 
 MANAGED_SCALING = NodeGroupScaling(provisioning="managed")  # what a platform older than 1.3.0 runs
+
+
+class ApiAccess(Entry):
+    """How a workstation reaches a private-only API endpoint: a port-forwarding session (``document``) through the
+    Systems Manager managed host ``hostInstanceId``, which the policy ``usersPolicyArn`` lets a person open."""
+
+    host_instance_id: StrictStr = Field(alias="hostInstanceId")
+    users_policy_arn: StrictStr = Field(alias="usersPolicyArn")
+    document: StrictStr
 
 
 class Taint(Entry):
@@ -124,6 +134,9 @@ class PlatformContract(BaseModel):
         "1.3.0", default=None, alias="trainiumNodeGroupScaling"
     )
 
+    # Published by the stacks whose endpoint is private only.
+    api_access: ApiAccess | None = since("1.4.0", optional=True, default=None, alias="apiAccess")
+
     def scaling(self, group: NodeGroup) -> NodeGroupScaling:
         return (self.trainium_node_group_scaling or {}).get(group.name, MANAGED_SCALING)
 
@@ -159,7 +172,11 @@ class PlatformContract(BaseModel):
                 f"contractVersion: the stack publishes {outputs['contractVersion']}, this consumer needs "
                 f"{requires} (same major, minor at least); upgrade the platform stack or the consumer"
             )
-        missing = [key for key, introduced in KEYS.items() if _version(introduced) <= want and key not in outputs]
+        missing = [
+            key
+            for key, introduced in KEYS.items()
+            if _version(introduced) <= want and key not in outputs and key not in OPTIONAL_KEYS
+        ]
         if missing:
             raise ContractError(
                 f"{missing[0]}: missing from contract {outputs['contractVersion']} outputs; "
@@ -188,3 +205,7 @@ def _version(text: Any) -> tuple[int, int]:
 KEYS: Mapping[str, str] = {
     field.alias or name: field.json_schema_extra["since"] for name, field in PlatformContract.model_fields.items()
 }
+# The keys a stack publishes only where they apply.
+OPTIONAL_KEYS: frozenset[str] = frozenset(
+    field.alias or name for name, field in PlatformContract.model_fields.items() if field.json_schema_extra["optional"]
+)

@@ -28,11 +28,10 @@ def _same_vpc(cluster: Node, project: Node) -> bool:
     return isinstance(cluster_vpc, str) and not is_unknown(cluster_vpc) and cluster_vpc == project_vpc
 
 
-def _admits(graph: Graph, cluster: Node, project: Node) -> bool:
-    """Some ingress rule on the cluster's security group lets the runner's security group in on TCP 443."""
-    runner_groups = set(project.linked("vpcConfig", tokens.EC2_SECURITY_GROUP))
+def admits(graph: Graph, cluster: Node, client_groups: set[Node]) -> bool:
+    """Some ingress rule on the cluster's security group lets one of ``client_groups`` in on TCP 443."""
     for rule in graph.of_type(tokens.VPC_SECURITY_GROUP_INGRESS_RULE):
-        if cluster not in rule.linked("securityGroupId") or not runner_groups & set(rule.linked("referencedSecurityGroupId")):
+        if cluster not in rule.linked("securityGroupId") or not client_groups & set(rule.linked("referencedSecurityGroupId")):
             continue
         traffic = traffic_of(rule.props)
         if traffic is None:
@@ -57,7 +56,7 @@ def private_endpoint_has_in_vpc_runner(graph: Graph, config: dict) -> Iterator[V
                 "pipeline job can reach it; set ciRunnerRepository and ciRunnerConnectionArn (or set "
                 "requireInVpcRunner to false for a stack deployed from inside the VPC by other means)",
             )
-        elif not any(_admits(graph, cluster, runner) for runner in runners):
+        elif not any(admits(graph, cluster, set(r.linked("vpcConfig", tokens.EC2_SECURITY_GROUP))) for r in runners):
             yield Violation(
                 cluster.urn,
                 f"{describe(cluster)} does not admit its runner's security group on TCP 443 "

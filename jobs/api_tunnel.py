@@ -1,0 +1,116 @@
+"""Jobs into a private cluster: the API endpoint through the stack's access host, by Systems Manager port forwarding.
+
+    python -m jobs.api_tunnel (--stack STACK | --outputs FILE) [--local-port PORT] [--kubeconfig PATH]
+
+prints the `aws ssm start-session` command that forwards PORT (default 8443) on this machine to the cluster's
+private endpoint through the host in ``apiAccess``; run it in a terminal of its own, then pass ``--api-tunnel PORT``
+to `jobs.launch` or `jobs.acceptance`. They then connect to 127.0.0.1:PORT and still verify the API server's
+certificate under the endpoint's own name (the kubeconfig's ``tls-server-name``), so the tunnel sees only TLS.
+``--kubeconfig PATH`` also writes the stack's kubeconfig pointed at the tunnel, for kubectl (``KUBECONFIG=PATH``).
+Needs the AWS CLI with the Session Manager plugin, and the policy ``apiAccess.usersPolicyArn`` on your role.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from jobs.capacity import LaunchError
+from jobs.outputs import read_outputs, report_bad_input
+from trainium_eks.cli import OneLineParser
+from trainium_eks.contract import PlatformContract
+
+DEFAULT_LOCAL_PORT = 8443
+HTTPS = 443
+LOOPBACK = "127.0.0.1"
+
+
+def port(text: str) -> int:
+    """A TCP port from the command line (argparse reports the error in one line)."""
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise ValueError(text)
+    return value
+
+
+port.__name__ = "port"  # argparse names the type in its message: "invalid port value"
+
+
+def endpoint_host(contract: PlatformContract) -> str:
+    return urlsplit(contract.cluster_endpoint).hostname or contract.cluster_endpoint
+
+
+def start_session_command(contract: PlatformContract, local_port: int) -> list[str]:
+    """The session that forwards ``local_port`` to the endpoint on 443 (Systems Manager User Guide, "Port forwarding
+    to remote hosts": document AWS-StartPortForwardingSessionToRemoteHost, parameters host, portNumber and
+    localPortNumber)."""
+    if contract.api_access is None:
+        raise LaunchError(f"--api-tunnel: the {contract.environment} stack's API endpoint is public; connect without a tunnel")
+    parameters = f"host={endpoint_host(contract)},portNumber={HTTPS},localPortNumber={local_port}"
+    return [
+        "aws", "ssm", "start-session", "--region", contract.region, "--target", contract.api_access.host_instance_id,
+        "--document-name", contract.api_access.document, "--parameters", parameters,
+    ]  # fmt: skip
+
+
+def through_tunnel(kubeconfig: dict, local_port: int) -> dict:
+    """``kubeconfig`` pointed at the local end of the tunnel, verifying the server under its own name."""
+    clusters = []
+    for entry in kubeconfig.get("clusters", []):
+        cluster = dict(entry["cluster"])
+        host = urlsplit(cluster["server"]).hostname
+        cluster.update({"server": f"https://{LOOPBACK}:{local_port}", "tls-server-name": host})
+        clusters.append({**entry, "cluster": cluster})
+    return {**kubeconfig, "clusters": clusters}
+
+
+def unreachable(contract: PlatformContract, tunnel: int | None) -> str:
+    """What to say when the API server cannot be reached."""
+    print_command = f"python -m jobs.api_tunnel --stack {contract.environment}"
+    if tunnel is not None:
+        return f"--api-tunnel {tunnel}: nothing answers on {LOOPBACK}:{tunnel}; start the session `{print_command}` prints first"
+    if contract.api_access is not None:
+        return (
+            f"the {contract.environment} API endpoint is private: start the session `{print_command}` prints, "
+            f"then add --api-tunnel {DEFAULT_LOCAL_PORT}"
+        )
+    return f"the API endpoint {contract.cluster_endpoint} does not answer; check the network and publicAccessCidrs"
+
+
+def parser() -> OneLineParser:
+    p = OneLineParser(prog="python -m jobs.api_tunnel", description=__doc__.splitlines()[0])
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
+    source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
+    p.add_argument("--local-port", type=port, default=DEFAULT_LOCAL_PORT, help=f"default {DEFAULT_LOCAL_PORT}")
+    p.add_argument("--kubeconfig", type=Path, metavar="PATH", help="write the kubeconfig for kubectl through the tunnel")
+    return p
+
+
+def write_kubeconfig(contract: PlatformContract, local_port: int, path: Path) -> None:
+    """The stack's kubeconfig through the tunnel, readable by its owner only (it names the cluster's CA and the
+    token command, no secret of its own, but kubectl warns about a kubeconfig others can read)."""
+    if contract.kubeconfig is None:
+        raise LaunchError("--kubeconfig: the outputs hold no kubeconfig (secrets hidden); use --stack")
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
+    path.write_text(json.dumps(through_tunnel(json.loads(contract.kubeconfig), local_port), indent=2))
+
+
+def main(argv: list[str] | None = None) -> int:
+    def run(args) -> None:
+        contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
+        print(shlex.join(start_session_command(contract, args.local_port)))
+        if args.kubeconfig:
+            write_kubeconfig(contract, args.local_port, args.kubeconfig)
+            print(f"kubectl through the tunnel: KUBECONFIG={args.kubeconfig} kubectl ...", file=sys.stderr)
+        print(f"then: python -m jobs.launch ... --api-tunnel {args.local_port}", file=sys.stderr)
+
+    return report_bad_input(parser, argv, run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""What enters the job tools: a stack's outputs (a file, or `pulumi stack output` of a stack), read once and bounded,
+and bad input reported as one line on stderr with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from jobs.capacity import LaunchError
+from trainium_eks import files
+from trainium_eks.cli import UsageError, one_line
+from trainium_eks.contract import ContractError
+
+MAX_OUTPUTS_BYTES = 16 * 1024 * 1024  # stack outputs are kilobytes; a whole plan a few megabytes
+
+
+def read_outputs(stack: str | None, outputs_file: Path | None) -> Any:
+    if outputs_file is not None:
+        try:
+            outputs = json.loads(files.read_text(outputs_file, MAX_OUTPUTS_BYTES, "pass a stack outputs JSON file"))
+        except files.UnreadableFile as error:
+            raise LaunchError(f"--outputs {outputs_file}: not a readable JSON file ({error.problem})") from None
+        except (ValueError, RecursionError) as error:
+            reason = type(error).__name__ if isinstance(error, RecursionError) else error
+            raise LaunchError(f"--outputs {outputs_file}: not a readable JSON file ({reason})") from None
+        # Also accept a whole `preflight plan --json` object.
+        is_plan = isinstance(outputs, dict) and isinstance(outputs.get("outputs"), dict) and "resources" in outputs
+        return outputs["outputs"] if is_plan else outputs
+    try:
+        result = subprocess.run(
+            ["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", stack], capture_output=True, text=True
+        )
+    except FileNotFoundError:
+        raise LaunchError("--stack needs the Pulumi CLI on PATH; or pass --outputs FILE") from None
+    if result.returncode != 0:
+        last_line = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise LaunchError(f"--stack {stack}: `pulumi stack output` failed: {last_line}")
+    try:
+        return json.loads(result.stdout)
+    except ValueError:
+        raise LaunchError(f"--stack {stack}: `pulumi stack output --json` printed no JSON") from None
+
+
+def report_bad_input(make_parser, argv: list[str] | None, body) -> int:
+    """Parse ``argv`` and run the command body; bad input becomes one line on stderr and exit status 2."""
+    try:
+        body(make_parser().parse_args(argv))
+    except (UsageError, LaunchError, ContractError) as error:
+        print(f"error: {one_line(str(error))}", file=sys.stderr)
+        return 2
+    return 0
