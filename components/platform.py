@@ -18,8 +18,9 @@ from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.observability import Observability, ObservabilityArgs
 from components.registry import Registry, RegistryArgs
-from components.scheduling import Scheduling, SchedulingArgs
+from components.scheduling import Scheduling, SchedulingArgs, provisioned_capacity
 from components.storage import Storage, StorageArgs
+from components.teams import Teams, TeamsArgs
 from components.trainium_node_group import ElasticCapacity, TrainiumNodeGroup, TrainiumNodeGroupArgs
 from trainium_eks import layout
 from trainium_eks.config import PlatformConfig
@@ -176,6 +177,24 @@ class TrainiumPlatform(pulumi.ComponentResource):
             ),
             opts=in_cluster,
         )
+        teams = Teams(
+            f"{name}-teams",
+            TeamsArgs(
+                teams=config.scheduling.teams,
+                kubernetes_version=config.cluster.kubernetes_version,
+                capacity=provisioned_capacity(config.trainium_node_groups),
+                cluster_name=cluster.name,
+                storage=config.storage,
+                file_system_id=storage.file_system.id,
+                file_system_dns_name=storage.file_system.dns_name,
+                file_system_mount_name=storage.file_system.mount_name,
+                job_namespace=scheduling.job_namespace,
+                root_claim_name=storage.claim_name,
+                volcano=scheduling.volcano,
+                tags=tags,
+            ),
+            opts=in_cluster,
+        )
         registry = Registry(f"{name}-registry", RegistryArgs(config.registry, tags, protect), opts=child)
         if config.monitoring.cloudwatch_observability:
             self._monitor(name, config, cluster, storage, child)
@@ -224,6 +243,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
             "tensorboardLogPath": layout.TENSORBOARD_LOG_DIR,
             "ecrRepositoryUrl": registry.repository_url,
             "tensorboardService": tensorboard_service,
+            "teams": teams.contract,
         }
         if access is not None:
             self.contract["apiAccess"] = {

@@ -37,6 +37,7 @@ class RendezvousArgs:
     members: int
     storage_gib: int
     block_storage_class: pulumi.Input[str]
+    team_namespaces: tuple[str, ...] = ()  # the teams' namespaces, whose jobs meet here too
 
 
 def client_endpoint(namespace: str) -> str:
@@ -134,8 +135,10 @@ class Rendezvous(pulumi.ComponentResource):
             namespace=args.namespace,
             labels=labels,
             ingress=[
-                # clients: the pods of the job namespace (training jobs, acceptance checks), and nothing else
+                # clients: the pods of the job namespace (training jobs, acceptance checks) and of the teams'
+                # namespaces, and nothing else
                 from_namespace(args.namespace, layout.ETCD_CLIENT_PORT),
+                *(from_namespace(team, layout.ETCD_CLIENT_PORT) for team in args.team_namespaces),
                 {  # peers: the other members
                     "from": [{"podSelector": {"matchLabels": labels}}],
                     "ports": [{"port": ETCD_PEER_PORT, "protocol": "TCP"}],

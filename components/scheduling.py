@@ -100,6 +100,7 @@ class Scheduling(pulumi.ComponentResource):
     job_namespace: pulumi.Output[str]
     queues: list[dict]  # name, weight and capability of each queue, as the output contract publishes them
     etcd_endpoint: str
+    volcano: pulumi.Resource  # the Volcano release: custom resources of its CRDs wait for it
 
     def __init__(self, name: str, args: SchedulingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainium-eks:kubernetes:Scheduling", name, None, opts)
@@ -152,9 +153,11 @@ class Scheduling(pulumi.ComponentResource):
                 members=cfg.etcd_members,
                 storage_gib=cfg.etcd_storage_gib,
                 block_storage_class=args.block_storage_class,
+                team_namespaces=tuple(team.namespace for team in cfg.teams),
             ),
             opts=k8s_opts,
         )
+        self.volcano = volcano
         self.job_namespace = namespace.metadata.name
         self.etcd_endpoint = rendezvous.endpoint
         self.register_outputs({"jobNamespace": self.job_namespace, "etcdEndpoint": self.etcd_endpoint})

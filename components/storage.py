@@ -185,37 +185,74 @@ class Storage(pulumi.ComponentResource):
             depends_on=[args.system_nodes],
         )
 
-        volume_name = pulumi.Output.concat(args.job_namespace, "-", cfg.claim_name)
-        capacity = f"{cfg.capacity_gib}Gi"
-        volume = k8s.core.v1.PersistentVolume(
+        claim = static_claim(
             f"{name}-fsx",
-            metadata={"name": volume_name, "labels": {"app.kubernetes.io/part-of": "trainium-eks"}},
-            spec={
-                "capacity": {"storage": capacity},
-                "volumeMode": "Filesystem",
-                "accessModes": ["ReadWriteMany"],
-                "persistentVolumeReclaimPolicy": "Retain",  # the file system outlives the claim
-                "storageClassName": "",
-                "mountOptions": ["flock"],
-                "csi": {
-                    "driver": FSX_CSI_DRIVER,
-                    "volumeHandle": self.file_system.id,
-                    "volumeAttributes": {"dnsname": self.file_system.dns_name, "mountname": self.file_system.mount_name},
-                },
-            },
-            opts=k8s_opts,
-        )
-        claim = k8s.core.v1.PersistentVolumeClaim(
-            f"{name}-fsx",
-            metadata={"name": cfg.claim_name, "namespace": args.job_namespace},
-            spec={
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "",
-                "volumeName": volume.metadata.name,
-                "resources": {"requests": {"storage": capacity}},
-            },
-            opts=k8s_opts,
+            FsxVolume(
+                volume_name=pulumi.Output.concat(args.job_namespace, "-", cfg.claim_name),
+                namespace=args.job_namespace,
+                claim_name=cfg.claim_name,
+                capacity_gib=cfg.capacity_gib,
+                handle=self.file_system.id,
+                dns_name=self.file_system.dns_name,
+                mount_name=self.file_system.mount_name,
+                labels={"app.kubernetes.io/part-of": "trainium-eks"},
+            ),
+            volume_opts=k8s_opts,
+            claim_opts=k8s_opts,
         )
 
         self.claim_name = claim.metadata.name
         self.register_outputs({"fileSystemId": self.file_system.id, "claimName": self.claim_name})
+
+
+@dataclass(frozen=True)
+class FsxVolume:
+    """A statically provisioned volume on the FSx file system (or on one directory of it) and the claim bound to it."""
+
+    volume_name: pulumi.Input[str]
+    namespace: pulumi.Input[str]
+    claim_name: str
+    capacity_gib: int
+    handle: pulumi.Input[str]  # the kubelet keys a CSI volume's mounts by its handle: one per distinct mount
+    dns_name: pulumi.Input[str]
+    mount_name: pulumi.Input[str]  # the file system's mount name, followed by a directory to mount that directory alone
+    labels: dict[str, str]
+    reserved: bool = False  # a claimRef: only the claim in ``namespace`` can bind the volume
+
+
+def static_claim(
+    name: str, volume: FsxVolume, volume_opts: pulumi.ResourceOptions, claim_opts: pulumi.ResourceOptions
+) -> k8s.core.v1.PersistentVolumeClaim:
+    capacity = f"{volume.capacity_gib}Gi"
+    reservation = {"claimRef": {"namespace": volume.namespace, "name": volume.claim_name}} if volume.reserved else {}
+    persistent_volume = k8s.core.v1.PersistentVolume(
+        name,
+        metadata={"name": volume.volume_name, "labels": volume.labels},
+        spec={
+            "capacity": {"storage": capacity},
+            "volumeMode": "Filesystem",
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",  # the file system outlives the claim
+            "storageClassName": "",
+            "mountOptions": ["flock"],
+            **reservation,
+            "csi": {
+                "driver": FSX_CSI_DRIVER,
+                "volumeHandle": volume.handle,
+                # NodePublishVolume mounts <dnsname>@tcp:/<mountname> (aws-fsx-csi-driver pkg/driver/node.go)
+                "volumeAttributes": {"dnsname": volume.dns_name, "mountname": volume.mount_name},
+            },
+        },
+        opts=volume_opts,
+    )
+    return k8s.core.v1.PersistentVolumeClaim(
+        name,
+        metadata={"name": volume.claim_name, "namespace": volume.namespace, "labels": volume.labels},
+        spec={
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": persistent_volume.metadata.name,
+            "resources": {"requests": {"storage": capacity}},
+        },
+        opts=claim_opts,
+    )

@@ -1,7 +1,7 @@
 """Acceptance jobs that prove a fresh cluster works, built from the stack's outputs.
 
 python -m jobs.acceptance CHECK|all [--stack STACK | --outputs FILE] [--node-group NAME] [--nodes N] [--dryrun] [--json]
-                          [--api-tunnel PORT]
+                          [--team NAME] [--api-tunnel PORT]
 
 `all` runs every check that applies to the node group and says in one line which it skipped and why.
 
@@ -10,6 +10,10 @@ efa-allreduce     an all-reduce across two nodes' workers over EFA (torchrun wit
 efa-bandwidth     the two-node all-reduce bus bandwidth (nccom-test) reaches the type's floor of its EFA line rate
 fsx-shared        two pods on two nodes write to the shared volume and read each other's file
 etcd-rendezvous   the rendezvous etcd answers torch's client (python-etcd, v2 API)
+team-volume       with --team: the team's volume is its own directory of the file system, and writable
+
+With --team NAME every check runs in that team's workspace (its namespace, queue and volume), so etcd-rendezvous
+proves the team's pods reach etcd and fsx-shared that its volume is shared between its nodes.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from jobs.bandwidth import LAUNCHER, NODE, efa_bandwidth
 from jobs.capacity import LaunchError, node_count
 from jobs.check_pods import SHARED_VOLUME_OWNER, batch_job, check_image, hardened, run_once, two_efa_nodes
 from jobs.launch import add_api_tunnel_option, submit, whole_node_job
-from jobs.outputs import read_outputs, report_bad_input
+from jobs.outputs import add_team_option, read_outputs, report_bad_input, workspace
 
 __all__ = ["CHECKS", "LAUNCHER", "NODE", "main"]  # the bandwidth check's task names, as the tests and README name them
 from trainium_eks import layout
@@ -106,12 +110,39 @@ def etcd_rendezvous(contract: PlatformContract, group: NodeGroup, nodes: int | N
     return batch_job(contract, "etcd-rendezvous", 1, pod, spread=False)
 
 
+def team_volume(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
+    """On a system node: the team's /data is its directory, not the file system's root (where /teams would be), and
+    the team can write it."""
+    teams = [team for team in contract.teams if team.namespace == contract.job_namespace]
+    if not teams:
+        raise LaunchError("team-volume: checks a team's workspace; add --team NAME")
+    mount, marker = contract.fsx_mount_path, f"{contract.fsx_mount_path}/.workspace-check"
+    script = (
+        f"set -eu; if [ -e {mount}{layout.TEAMS_DIR} ]; then echo '{mount} is the file system root, not "
+        f'{teams[0].file_system_path}\'; exit 1; fi; echo "$HOSTNAME" > {marker}; cat {marker} >/dev/null; rm {marker}; '
+        f"echo '{mount} is {teams[0].file_system_path} of the file system, and writable'"
+    )
+    container = {
+        "name": "volume",
+        "image": check_image(contract),
+        "command": ["bash", "-c", script],
+        "volumeMounts": [{"name": "shared", "mountPath": mount}],
+    }
+    pod = {
+        "nodeSelector": {layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE},
+        "containers": [container],
+        "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": contract.fsx_claim_name}}],
+    }
+    return batch_job(contract, "team-volume", 1, pod, spread=False, uid=SHARED_VOLUME_OWNER)
+
+
 CHECKS = {
     "neuron-devices": neuron_devices,
     "efa-allreduce": efa_allreduce,
     "efa-bandwidth": efa_bandwidth,
     "fsx-shared": fsx_shared,
     "etcd-rendezvous": etcd_rendezvous,
+    "team-volume": team_volume,
 }
 
 
@@ -156,6 +187,7 @@ def parser() -> OneLineParser:
         "which Karpenter brings up for it); the EFA checks always take two nodes, fsx-shared two if the group holds two",
     )
     p.add_argument("--dryrun", action="store_true", help="print the jobs instead of submitting them")
+    add_team_option(p)
     add_api_tunnel_option(p)
     p.add_argument("--json", action="store_true")
     return p
@@ -163,11 +195,13 @@ def parser() -> OneLineParser:
 
 def main(argv: list[str] | None = None) -> int:
     def run(args) -> None:
-        contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
+        contract = workspace(PlatformContract.from_outputs(read_outputs(args.stack, args.outputs)), args.team)
         if args.nodes is not None and args.nodes < 1:
             raise LaunchError(f"--nodes {args.nodes}: a check on no node checks nothing; give 1 or more")
         group = check_group(contract, args.node_group)
-        jobs, skipped = build(contract, group, list(CHECKS) if args.check == "all" else [args.check], args.nodes)
+        # `all` is every check of the workspace: team-volume only in a team's
+        every = [name for name in CHECKS if args.team or name != "team-volume"]
+        jobs, skipped = build(contract, group, every if args.check == "all" else [args.check], args.nodes)
         if skipped:
             print(f"skipped on node group {group.name}: " + "; ".join(skipped.values()), file=sys.stderr)
         manifests = [job for _, job in jobs]

@@ -3,6 +3,7 @@ elastic group's maxSize, which Karpenter brings), and each pod's share of a whol
 
 from __future__ import annotations
 
+from trainium_eks import layout
 from trainium_eks.contract import NodeGroup, PlatformContract
 
 RESERVED_VCPUS = 4  # kubelet, the VPC CNI and the device-plugin DaemonSets
@@ -22,16 +23,29 @@ def choose_node_group(contract: PlatformContract, name: str | None) -> NodeGroup
     raise LaunchError(f"--node-group {name}: no such node group; the stack has {', '.join(g.name for g in contract.node_groups)}")
 
 
-def node_count(contract: PlatformContract, group: NodeGroup, requested: int | None, default: int = 2) -> int:
-    """The nodes a job takes: ``requested``, else ``default`` (at most what the group can hold). A managed group holds
-    the nodes it runs (desiredSize); an elastic group up to maxSize, which Karpenter brings when the job waits."""
+def queue_nodes(contract: PlatformContract, group: NodeGroup, queue: str | None = None) -> int | None:
+    """The whole nodes of ``group`` queue ``queue`` (default: the contract's first) admits by its Neuron capability;
+    a team's queue is its quota. None when the queue sets no Neuron capability."""
+    name = queue or contract.queues[0]
+    (entry,) = [q for q in contract.volcano_queues if q.name == name]
+    allowed = entry.capability.get(layout.NEURON_DEVICE_RESOURCE)
+    return None if allowed is None else int(allowed) // group.neuron_devices_per_node
+
+
+def node_count(
+    contract: PlatformContract, group: NodeGroup, requested: int | None, default: int = 2, queue: str | None = None
+) -> int:
+    """The nodes a job takes: ``requested``, else ``default`` (at most what the group can hold and the queue admits).
+    A managed group holds the nodes it runs (desiredSize); an elastic group up to maxSize, which Karpenter brings when
+    the job waits. A job larger than its queue admits is refused: it would wait with nothing to bring it capacity."""
     ceiling = contract.node_ceiling(group)
     if ceiling == 0:
         raise LaunchError(
             f"--node-group {group.name}: the group runs no node (desiredSize 0), so a job there would wait forever; "
             "scale it up, or make it elastic (provisioning: karpenter)"
         )
-    nodes = min(default, ceiling) if requested is None else requested
+    admitted = queue_nodes(contract, group, queue)
+    nodes = min(default, ceiling, ceiling if admitted is None else admitted) if requested is None else requested
     if nodes > ceiling:
         if contract.elastic(group):
             raise LaunchError(
@@ -42,6 +56,12 @@ def node_count(contract: PlatformContract, group: NodeGroup, requested: int | No
             f"--nodes {nodes}: node group {group.name} runs {ceiling} nodes "
             f"({nodes * group.neuron_cores_per_node} cores asked, {ceiling * group.neuron_cores_per_node} "
             "provisioned); scale the node group (desiredSize), make it elastic, or lower --nodes"
+        )
+    if admitted is not None and nodes > admitted:
+        raise LaunchError(
+            f"--nodes {nodes}: {nodes * group.neuron_devices_per_node} Neuron devices ({nodes} x {group.instance_type}), "
+            f"but queue {queue or contract.queues[0]} admits {admitted * group.neuron_devices_per_node}; lower --nodes, "
+            "or raise the queue's (or the team's) neuronShare"
         )
     return nodes
 

@@ -1,10 +1,11 @@
 """Launch BERT pretraining (or its Neuron precompile) on the platform, configured from a stack's outputs alone.
 
     python -m jobs.launch [--stack STACK | --outputs FILE] [--nodes N] [--workers-per-node N] [--node-group NAME]
-                          [--queue NAME] [--image-tag TAG] [--name NAME] [--precompile] [--no-bf16]
+                          [--queue NAME] [--team NAME] [--image-tag TAG] [--name NAME] [--precompile] [--no-bf16]
                           [--dryrun] [--json] [--api-tunnel PORT] [-- TRAINING ARGS...]
 
-The queue, etcd endpoint, FSx claim and paths, image repository, instance type and per-node Neuron and EFA
+With ``--team NAME`` the job runs in that team's workspace: its namespace, queue and volume. The queue, etcd
+endpoint, FSx claim and paths, image repository, instance type and per-node Neuron and EFA
 counts all come from the platform's output contract. TorchX builds the Volcano Job; the launcher then adds
 what TorchX cannot express: the toleration for the Trainium taint, the node group's node selector and the
 job namespace. Exit status: 0 submitted (or printed), 2 bad input (one line on stderr).
@@ -27,7 +28,7 @@ from jobs import api_tunnel as api_tunnel_module
 from jobs.capacity import LaunchError, choose_node_group, node_count, whole_node_share
 from jobs.compile_cache import compile_cache
 from jobs.components import JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
-from jobs.outputs import read_outputs, report_bad_input
+from jobs.outputs import add_team_option, read_outputs, report_bad_input, workspace
 from trainium_eks import layout
 from trainium_eks.cli import OneLineParser
 from trainium_eks.contract import NodeGroup, PlatformContract
@@ -102,10 +103,10 @@ def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
             f"--workers-per-node {workers}: a {group.instance_type} has {group.neuron_cores_per_node} "
             "NeuronCores; use at most one worker per core"
         )
-    nodes = node_count(contract, group, request.nodes)
     queue = request.queue or contract.queues[0]
     if queue not in contract.queues:
         raise LaunchError(f"--queue {queue}: no such Volcano queue; the stack has {', '.join(contract.queues)}")
+    nodes = node_count(contract, group, request.nodes, queue=queue)
 
     output_dir = f"{contract.checkpoints_path}/{request.name}"
     training_args = request.training_args or (
@@ -264,7 +265,8 @@ def parser() -> OneLineParser:
     )
     p.add_argument("--workers-per-node", type=int, help="workers per node (default: one per NeuronCore)")
     p.add_argument("--node-group", help="node group name (default: the first)")
-    p.add_argument("--queue", help="Volcano queue (default: the first)")
+    p.add_argument("--queue", help="Volcano queue (default: the first; with --team, the team's)")
+    add_team_option(p)
     p.add_argument("--image-tag", default=TRAINING_IMAGE_TAG, help=f"training image tag (default {TRAINING_IMAGE_TAG})")
     p.add_argument("--name", help="job name (default: berttrain, or bertcompile with --precompile)")
     p.add_argument("--precompile", action="store_true", help="run neuron_parallel_compile to fill the compile cache")
@@ -289,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             bf16=args.bf16,
             training_args=tuple(args.training_args),
         )
-        contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
+        contract = workspace(PlatformContract.from_outputs(read_outputs(args.stack, args.outputs)), args.team)
         job = volcano_job(contract, request)
         annotations = job["metadata"]["annotations"]
         print(f"compile cache {annotations[COMPILE_CACHE_ANNOTATION]} ({annotations[COMPILE_CACHE_INPUTS]})", file=sys.stderr)

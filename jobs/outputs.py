@@ -12,7 +12,7 @@ from typing import Any
 from jobs.capacity import LaunchError
 from trainium_eks import files
 from trainium_eks.cli import UsageError, one_line
-from trainium_eks.contract import ContractError
+from trainium_eks.contract import ContractError, PlatformContract
 
 MAX_OUTPUTS_BYTES = 16 * 1024 * 1024  # stack outputs are kilobytes; a whole plan a few megabytes
 
@@ -42,6 +42,20 @@ def read_outputs(stack: str | None, outputs_file: Path | None) -> Any:
         return json.loads(result.stdout)
     except ValueError:
         raise LaunchError(f"--stack {stack}: `pulumi stack output --json` printed no JSON") from None
+
+
+def add_team_option(parser) -> None:
+    parser.add_argument("--team", help="work in this team's workspace: its namespace, queue and volume (see docs/teams.md)")
+
+
+def workspace(contract: PlatformContract, team: str | None) -> PlatformContract:
+    """The platform's own workspace, or team ``team``'s view of the platform (``PlatformContract.for_team``)."""
+    if team is None:
+        return contract
+    try:
+        return contract.for_team(team)
+    except ContractError as error:
+        raise LaunchError(f"--team {team}: {str(error).removeprefix('teams: ')}") from None
 
 
 def report_bad_input(make_parser, argv: list[str] | None, body) -> int:

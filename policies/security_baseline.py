@@ -7,7 +7,7 @@ from pulumi_policy import EnforcementLevel, Severity
 
 from policies.adapters import resource_policy, stack_policy
 from policies.pack import Pack
-from policies.rules import access_path, deploy_path, nodes, security, workloads
+from policies.rules import access_path, deploy_path, nodes, security, teams, workloads
 from trainium_eks import tokens
 
 EKS_TYPES = (security.EKS_COMPONENT, security.EKS_CLUSTER)
@@ -200,6 +200,20 @@ SECURITY_BASELINE = Pack(
             Severity.HIGH,
             workloads.namespace_pod_security,
             (tokens.K8S_NAMESPACE,),
+        ),
+        stack_policy(
+            "team-access-namespaced",
+            "A team's members act in the team's namespace only: their access entries carry the team's group alone, and "
+            "no cluster-scoped access policy, ClusterRoleBinding or other namespace's RoleBinding names them.",
+            Severity.CRITICAL,
+            teams.team_access_namespaced,
+        ),
+        resource_policy(
+            "team-volume-own-directory",
+            "A team's volume mounts the team's own directory of the file system, reserved for the team's namespace.",
+            Severity.HIGH,
+            teams.team_volume_own_directory,
+            (tokens.K8S_PERSISTENT_VOLUME,),
         ),
     ),
 )

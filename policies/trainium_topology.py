@@ -6,7 +6,7 @@ from pulumi_policy import EnforcementLevel, Severity
 
 from policies.adapters import resource_policy, stack_policy
 from policies.pack import Pack
-from policies.rules import images, repair, scheduling, topology, trainium_nodes
+from policies.rules import images, repair, scheduling, teams, topology, trainium_nodes
 
 TRAINIUM_TOPOLOGY = Pack(
     name="trainium-topology",
@@ -98,6 +98,12 @@ TRAINIUM_TOPOLOGY = Pack(
             "A Volcano queue exists and asks for no more than is provisioned.",
             Severity.MEDIUM,
             scheduling.volcano_queue_within_capacity,
+        ),
+        stack_policy(
+            "team-quotas-within-capacity",
+            "Every team namespace has a Neuron quota, and the teams' quotas together fit the provisioned capacity.",
+            Severity.HIGH,
+            teams.team_quotas_within_capacity,
         ),
         resource_policy(
             "etcd-pinned-with-v2-api",

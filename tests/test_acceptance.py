@@ -14,16 +14,21 @@ from trainium_eks import catalog, layout
 from trainium_eks.contract import PlatformContract
 
 
+def checked_in(contract: PlatformContract, name: str) -> PlatformContract:
+    """The workspace a check runs in: the platform's, or for the team check (which needs --team) staging's first team."""
+    return contract.for_team(contract.teams[0].name) if name == "team-volume" else contract
+
+
 def test_acceptance_jobs_are_valid_and_target_the_platform(tmp_path):
     contract = PlatformContract.from_outputs(json.loads(_outputs("staging")))
-    jobs = {name: build(contract, contract.node_groups[0]) for name, build in acceptance.CHECKS.items()}
+    jobs = {name: build(checked_in(contract, name), contract.node_groups[0]) for name, build in acceptance.CHECKS.items()}
     for name, job in jobs.items():
         if job["apiVersion"] == "batch/v1":
             kubernetes_validate.validate(copy.deepcopy(job), "1.35", strict=True)
         else:
             for template in pod_templates(job):
                 assert_valid_pod(template)
-        assert job["metadata"]["namespace"] == contract.job_namespace, name
+        assert job["metadata"]["namespace"] == checked_in(contract, name).job_namespace, name
     devices = jobs["neuron-devices"]
     assert devices["spec"]["completions"] == contract.node_groups[0].max_size  # staging's pool: every node it can hold
     assert "podAntiAffinity" in devices["spec"]["template"]["spec"]["affinity"]
@@ -40,13 +45,13 @@ def test_acceptance_jobs_are_valid_and_target_the_platform(tmp_path):
 def test_acceptance_checks_run_restricted_with_requests():
     contract = PlatformContract.from_outputs(json.loads(_outputs("staging")))
     for name, build in acceptance.CHECKS.items():
-        job = build(contract, contract.node_groups[0])
+        job = build(checked_in(contract, name), contract.node_groups[0])
         templates = pod_templates(job) if "tasks" in job["spec"] else [job["spec"]["template"]]
         for template in templates:
             pod = template["spec"]
             if name == "efa-bandwidth" and template["metadata"]["labels"][ROLE_LABEL] != acceptance.LAUNCHER:
                 continue  # the nodes run sshd for MPI: test_the_bandwidth_check_runs_nccom_test_over_mpi_across_two_whole_nodes
-            runs_as_root = name in ("fsx-shared", "efa-allreduce", "efa-bandwidth")
+            runs_as_root = name in ("fsx-shared", "team-volume", "efa-allreduce", "efa-bandwidth")
             assert pod["securityContext"]["runAsNonRoot"] is not runs_as_root, name
             assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
             for container in pod["containers"]:
@@ -107,7 +112,7 @@ def staging_contract():
 
 def test_a_check_runs_once_and_a_failure_ends_its_job():
     contract = staging_contract()
-    jobs = {name: build(contract, contract.node_groups[0]) for name, build in acceptance.CHECKS.items()}
+    jobs = {name: build(checked_in(contract, name), contract.node_groups[0]) for name, build in acceptance.CHECKS.items()}
     volcano = {name: job for name, job in jobs.items() if job["apiVersion"] == "batch.volcano.sh/v1alpha1"}
     assert set(volcano) == {"efa-allreduce", "efa-bandwidth"}
     for name, job in volcano.items():
@@ -163,7 +168,8 @@ def test_all_runs_what_applies_to_the_group_and_names_what_it_skipped(tmp_path):
     ]
     skipped, *verdicts = result.stderr.splitlines()
     assert skipped.startswith("skipped on node group trn1-2xl: efa-allreduce: ") and "efa-bandwidth: " in skipped
-    assert sorted(line.split(":")[0] for line in verdicts) == sorted(acceptance.CHECKS)
+    # every check of the platform's workspace; team-volume only with --team (tests/test_teams.py)
+    assert sorted(line.split(":")[0] for line in verdicts) == sorted(set(acceptance.CHECKS) - {"team-volume"})
     assert {line for line in verdicts if line.endswith("skipped")} == {"efa-allreduce: skipped", "efa-bandwidth: skipped"}
     alone = run_module("jobs.acceptance", "efa-allreduce", "--outputs", str(path), "--dryrun")
     assert alone.returncode == 2 and "needs two or more EFA nodes" in alone.stderr

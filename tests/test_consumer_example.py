@@ -1,10 +1,14 @@
-"""The consumer example evaluates under the SDK's mocks against a platform stack's real outputs."""
+"""The team example evaluates under the SDK's mocks against the outputs of a real platform plan (staging, which
+declares two teams): it builds its objects in the team's workspace, and stops in one line for a team the platform
+does not declare or outputs it cannot read. It installs the package from the release tag the CHANGELOG records."""
 
 from __future__ import annotations
 
 import gc
 import json
+import re
 import runpy
+import tomllib
 
 import pulumi
 import pytest
@@ -12,8 +16,9 @@ from support import evaluate
 
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import sdk_internals
+from trainium_eks.contract import CONTRACT_VERSION
 
-EXAMPLE = REPO_ROOT / "examples" / "team-namespace"
+EXAMPLE = REPO_ROOT / "examples" / "team-workspace"
 KUBECONFIG = json.dumps({"apiVersion": "v1", "kind": "Config", "clusters": [], "contexts": [], "users": []})
 
 
@@ -32,17 +37,13 @@ class PlatformStackMocks(pulumi.runtime.Mocks):
         return {}, []
 
 
-def run_example(outputs: dict) -> dict:
+def run_example(outputs: dict, team: str = "nlp") -> dict:
     monitor_mocks = PlatformStackMocks(outputs)
     monitor = sdk_internals.MockMonitor(monitor_mocks)
     sdk_internals.reset_root_resource()
-    pulumi.runtime.set_mocks(monitor_mocks, project="team-namespace", stack="dev", preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(monitor_mocks, project="team-workspace", stack="dev", preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(
-        {
-            "team-namespace:platformStack": "organization/trainium-eks/staging",
-            "team-namespace:team": "nlp",
-            "team-namespace:neuronShare": "0.5",
-        }
+        {"team-workspace:platformStack": "organization/trainium-eks/staging", "team-workspace:team": team}
     )
     try:
         # Run the folder as Python runs a program folder: its __main__.py, with the folder importable.
@@ -61,32 +62,40 @@ def platform_outputs() -> dict:
     return {**outputs, "kubeconfig": KUBECONFIG}
 
 
-def test_team_resources_are_built_from_the_contract(platform_outputs):
+def test_the_team_program_builds_in_its_workspace(platform_outputs):
     resources = run_example(platform_outputs)
-    queue = resources[("kubernetes:scheduling.volcano.sh/v1beta1:Queue", "team-queue")]
-    provisioned = sum(g["maxSize"] * g["neuronDevicesPerNode"] for g in platform_outputs["trainiumNodeGroups"])
-    assert queue["spec"]["capability"]["aws.amazon.com/neuron"] == int(provisioned * 0.5)
-    volume = resources[("kubernetes:core/v1:PersistentVolume", "shared")]
-    csi = volume["spec"]["csi"]
-    assert csi["volumeHandle"] == platform_outputs["fsxFileSystemId"]
-    assert csi["volumeAttributes"] == {"dnsname": platform_outputs["fsxDnsName"], "mountname": platform_outputs["fsxMountName"]}
-    binding = resources[("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "trainer")]
-    assert binding["subjects"][0]["name"] == "nlp-trainer"
-    claim = resources[("kubernetes:core/v1:PersistentVolumeClaim", "shared")]
-    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
-    provider = resources[("pulumi:providers:kubernetes", "platform")]
-    assert provider  # built from the platform's kubeconfig
+    (nlp,) = [t for t in platform_outputs["teams"] if t["name"] == "nlp"]
+    created = {key: state for key, state in resources.items() if not key[0].startswith("pulumi:")}
+    assert {state["metadata"]["namespace"] for state in created.values()} == {nlp["namespace"]}
+    defaults = resources[("kubernetes:core/v1:ConfigMap", "job-defaults")]["data"]
+    assert defaults["queue"] == nlp["queue"] and defaults["claimName"] == nlp["claimName"]
+    assert defaults["etcdEndpoint"] == platform_outputs["etcdEndpoint"]
+    provider = resources[("pulumi:providers:kubernetes", "nlp-workspace")]
+    assert provider["namespace"] == nlp["namespace"]  # what the program forgets to place lands in the team's namespace
 
 
 @pytest.mark.parametrize(
-    ("edit", "words"),
+    ("team", "edit", "words"),
     [
-        (lambda o: o.pop("fsxDnsName"), "fsxDnsName: missing"),
-        (lambda o: o.update(contractVersion="2.0.0"), "publishes 2.0.0, this consumer needs 1.1.0"),
+        ("search", lambda o: None, "declares no team 'search' (teams: nlp, vision); add it to the platform stack's teams"),
+        ("nlp", lambda o: o.pop("teams"), "teams: missing"),
+        ("nlp", lambda o: o.update(contractVersion="1.4.0"), "publishes 1.4.0, this consumer needs 1.5.0"),
+        ("nlp", lambda o: o.update(contractVersion="2.0.0"), "publishes 2.0.0, this consumer needs 1.5.0"),
     ],
 )
-def test_missing_or_incompatible_outputs_fail_with_the_contract_version(platform_outputs, edit, words):
+def test_what_the_platform_did_not_grant_fails_in_one_line(platform_outputs, team, edit, words):
     outputs = dict(platform_outputs)
     edit(outputs)
-    with pytest.raises(Exception, match=words):
-        run_example(outputs)
+    with pytest.raises(Exception, match=re.escape(words)) as failure:
+        run_example(outputs, team)
+    assert "\n" not in str(failure.value).strip()
+
+
+def test_the_example_installs_the_package_from_its_release_tag():
+    version = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    requirements = (EXAMPLE / "requirements.txt").read_text()
+    assert f"trainium-eks[team] @ git+https://github.com/example-org/trainium-eks@v{version}" in requirements
+    assert "-e " not in requirements  # not a sibling checkout
+    changelog = (REPO_ROOT / "CHANGELOG.md").read_text()
+    (entry,) = re.findall(rf"^## {re.escape(version)} .*$", changelog, re.MULTILINE)
+    assert f"contract {CONTRACT_VERSION}" in entry

@@ -45,12 +45,16 @@ def test_scaling_a_node_group_is_one_in_place_change(tmp_path):
     assert set(change["paths"]) == {"scalingConfig.desiredSize", "scalingConfig.minSize"}
 
 
-def test_growing_an_elastic_pool_changes_its_limit_and_the_queue_in_place_and_keeps_its_nodes(tmp_path):
-    impact = diff_json(tmp_path, "staging", lambda config: config["trainium-eks:trainiumNodeGroups"][0].update(maxSize=1))
+def test_resizing_an_elastic_pool_changes_its_limit_the_queues_and_the_team_quotas_in_place_and_keeps_its_nodes(tmp_path):
+    # From maxSize 4 (the baseline) to staging's 2: the pool's limit, the platform's queue and each team's queue and
+    # quota follow the capacity, all in place.
+    impact = diff_json(tmp_path, "staging", lambda config: config["trainium-eks:trainiumNodeGroups"][0].update(maxSize=4))
     changes = {c["urn"].rsplit("::", 1)[1]: c for c in impact["changed"]}
-    assert set(changes) == {"trainium-trn1-32xl-nodepool", "trainium-scheduling-queue-trainium"}
+    teams = {f"trainium-teams-{team}-{part}" for team in ("nlp", "vision") for part in ("queue", "quota")}
+    assert set(changes) == {"trainium-trn1-32xl-nodepool", "trainium-scheduling-queue-trainium", *teams}
+    assert impact["added"] == [] and impact["removed"] == [] and not any(c["replace"] for c in changes.values())
     pool = changes["trainium-trn1-32xl-nodepool"]
-    assert pool["paths"] == ["spec.limits.cpu"] and not pool["replace"] and pool["nodes"] is None  # limits do not drift
+    assert pool["paths"] == ["spec.limits.cpu"] and pool["nodes"] is None  # limits do not drift
 
 
 def test_changing_an_elastic_pools_node_template_drifts_its_nodes(tmp_path):

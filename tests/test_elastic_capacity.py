@@ -187,7 +187,7 @@ def test_karpenter_runs_on_the_system_nodes_with_its_queue_role_and_node_access(
     subject = f"system:serviceaccount:kube-system:{service_account['name']}"
     assert [subject] in trust["Condition"]["StringEquals"].values()
     # Nodes join through the node role's EC2_LINUX access entry; the EC2NodeClass names that role.
-    entry = one(plan.find(ACCESS_ENTRY))
+    entry = one([e for e in plan.find(ACCESS_ENTRY) if e.inputs["type"] != "STANDARD"])  # STANDARD: the teams' members
     assert entry.inputs["type"] == "EC2_LINUX"
     node_role = one([by_urn[u] for u in entry.property_dependencies["principalArn"]])
     assert node_role.urn in one(plan.find(NODE_CLASS)).property_dependencies["spec"]

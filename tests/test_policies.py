@@ -1,8 +1,8 @@
 """Policy packs: every stack passes; every policy catches a minimal mutation of a real stack's plan.
 
 The mutation cases are one table keyed by policy name (``tests/policy_mutations.py``, with
-``tests/elastic_mutations.py`` and ``tests/deploy_path_mutations.py``), and its keys are exactly the packs'
-policies, so a policy without a mutation case (or a case for no policy) fails the suite.
+``tests/elastic_mutations.py``, ``tests/deploy_path_mutations.py`` and ``tests/team_mutations.py``), and its keys are
+exactly the packs' policies, so a policy without a mutation case (or a case for no policy) fails the suite.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from deploy_path_mutations import ACCESS_PATH_CASES, DEPLOY_PATH_CASES
 from elastic_mutations import ELASTIC_CASES, SPARED_ELASTIC
 from policy_mutations import MANAGED_GROUP_AND_PLATFORM_CASES, SPARED_MANAGED, Case, plan_of, resource, trainium_node_group
 from support import STACKS, cached_plan
+from team_mutations import TEAM_CASES
 
 from policies.packs import PACKS
 from policies.rules.security import ECR
@@ -34,7 +35,7 @@ def merged(*tables: dict[str, list[Case]]) -> dict[str, list[Case]]:
     return together
 
 
-MUTATIONS = merged(MANAGED_GROUP_AND_PLATFORM_CASES, ELASTIC_CASES, DEPLOY_PATH_CASES, ACCESS_PATH_CASES)
+MUTATIONS = merged(MANAGED_GROUP_AND_PLATFORM_CASES, ELASTIC_CASES, DEPLOY_PATH_CASES, ACCESS_PATH_CASES, TEAM_CASES)
 SPARED = merged(SPARED_MANAGED, SPARED_ELASTIC)
 
 

@@ -88,9 +88,13 @@ def test_check_of_a_mutated_graph_exits_1_naming_the_policy(tmp_path):
     assert result.returncode == 1
     report = json.loads(result.stdout)
     # Four interfaces instead of nine on staging's elastic pool: the layout rule fires on its EC2NodeClass, and the
-    # queue, sized for eight EFA interfaces per node, now asks for more than the nodes provide.
+    # queue and the teams' quotas, sized for eight EFA interfaces per node, now ask for more than the nodes provide.
     by_policy = {v["policy"]: v for v in report["violations"]}
-    assert set(by_policy) == {"trainium-efa-interface-per-network-card", "volcano-queue-within-capacity"}
+    assert set(by_policy) == {
+        "trainium-efa-interface-per-network-card",
+        "volcano-queue-within-capacity",
+        "team-quotas-within-capacity",
+    }
     assert by_policy["trainium-efa-interface-per-network-card"]["urn"] == template["urn"]
     assert all(v["enforcementLevel"] == "mandatory" for v in report["violations"])
 

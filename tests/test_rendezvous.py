@@ -91,17 +91,18 @@ def test_a_drain_never_takes_the_majority_and_etcd_mounts_no_api_token(stack_pla
     assert statefulset.inputs["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 
 
-def test_only_the_job_namespace_reaches_etcd_and_the_vpc_cni_enforces_it(stack_plan):
+def test_only_the_job_namespace_and_the_teams_reach_etcd_and_the_vpc_cni_enforces_it(stack_plan):
     statefulset, _, _ = etcd_parts(stack_plan)
     (policy,) = [
         p for p in stack_plan.find("kubernetes:networking.k8s.io/v1:NetworkPolicy") if p.inputs["metadata"]["name"] == "etcd"
     ]
     spec = policy.inputs["spec"]
     assert spec["podSelector"]["matchLabels"] == statefulset.inputs["spec"]["template"]["metadata"]["labels"]
-    clients, peers = spec["ingress"]
-    namespace = stack_plan.outputs["jobNamespace"]
-    assert clients["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}]
-    assert clients["ports"] == [{"port": layout.ETCD_CLIENT_PORT, "protocol": "TCP"}]
+    *clients, peers = spec["ingress"]
+    namespaces = [stack_plan.outputs["jobNamespace"], *(team["namespace"] for team in stack_plan.outputs["teams"])]
+    for rule, namespace in zip(clients, namespaces, strict=True):
+        assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}]
+        assert rule["ports"] == [{"port": layout.ETCD_CLIENT_PORT, "protocol": "TCP"}]
     assert peers["from"] == [{"podSelector": {"matchLabels": spec["podSelector"]["matchLabels"]}}]
     (cni,) = [a for a in stack_plan.find("aws:eks/addon:Addon") if a.inputs["addonName"] == "vpc-cni"]
     assert json.loads(cni.inputs["configurationValues"]) == {"enableNetworkPolicy": "true"}

@@ -68,7 +68,9 @@ def test_queue_shares_split_the_capacity():
 def test_scaling_a_node_group_resizes_the_queue():
     small = evaluate("staging", trainiumNodeGroups=[node_group_config("trn1-32xl", "trn1.32xlarge", size=2)])
     large = evaluate("staging", trainiumNodeGroups=[node_group_config("trn1-32xl", "trn1.32xlarge", size=4)])
-    cap = lambda plan: one(plan.find(QUEUE)).inputs["spec"]["capability"][layout.NEURON_DEVICE_RESOURCE]  # noqa: E731
+    cap = lambda plan: one(plan.find(QUEUE, "trainium-scheduling-queue-trainium")).inputs["spec"]["capability"][  # noqa: E731
+        layout.NEURON_DEVICE_RESOURCE
+    ]
     assert cap(large) == 2 * cap(small)
 
 

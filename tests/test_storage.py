@@ -7,6 +7,8 @@ import json
 import pytest
 from support import STACKS, evaluate, one, settings
 
+from trainium_eks import layout
+
 FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
 SG = "aws:ec2/securityGroup:SecurityGroup"
 
@@ -68,8 +70,21 @@ def test_data_repository_association_links_the_configured_bucket():
 
 def test_claim_is_read_write_many_and_bound_to_the_file_system(stack_plan):
     fsx = one(stack_plan.find(FSX))
-    volume = one(stack_plan.find("kubernetes:core/v1:PersistentVolume"))
-    claim = one(stack_plan.find("kubernetes:core/v1:PersistentVolumeClaim"))
+    # the platform's own volume, on the file system's root (a team's is on its directory: tests/test_teams.py)
+    volume = one(
+        [
+            v
+            for v in stack_plan.find("kubernetes:core/v1:PersistentVolume")
+            if layout.TEAM_LABEL not in v.inputs["metadata"]["labels"]
+        ]
+    )
+    claim = one(
+        [
+            c
+            for c in stack_plan.find("kubernetes:core/v1:PersistentVolumeClaim")
+            if c.inputs["metadata"]["namespace"] == stack_plan.outputs["jobNamespace"]
+        ]
+    )
     assert volume.inputs["spec"]["csi"]["driver"] == "fsx.csi.aws.com"
     assert fsx.urn in volume.property_dependencies["spec"]
     assert volume.inputs["spec"]["accessModes"] == claim.inputs["spec"]["accessModes"] == ["ReadWriteMany"]

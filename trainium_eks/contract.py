@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, PositiveInt, StrictStr, ValidationError
 
-CONTRACT_VERSION = "1.4.0"
+CONTRACT_VERSION = "1.5.0"
 FIRST = "1.0.0"
 
 
@@ -66,6 +66,20 @@ class ApiAccess(Entry):
     host_instance_id: StrictStr = Field(alias="hostInstanceId")
     users_policy_arn: StrictStr = Field(alias="usersPolicyArn")
     document: StrictStr
+
+
+class Team(Entry):
+    """A team's workspace: its namespace and queue, its quota (the queue's capability too), and its volume, a claim in
+    its namespace on its own directory ``fileSystemPath`` of the file system, mounted where the platform's is."""
+
+    name: StrictStr
+    namespace: StrictStr
+    queue: StrictStr
+    weight: PositiveInt
+    quota: dict[StrictStr, NonNegativeInt]
+    claim_name: StrictStr = Field(alias="claimName")
+    file_system_path: StrictStr = Field(alias="fileSystemPath")
+    principal_arns: tuple[StrictStr, ...] = Field(alias="principalArns")
 
 
 class Taint(Entry):
@@ -136,6 +150,28 @@ class PlatformContract(BaseModel):
 
     # Published by the stacks whose endpoint is private only.
     api_access: ApiAccess | None = since("1.4.0", optional=True, default=None, alias="apiAccess")
+
+    # The teams that train in workspaces of their own (an empty list when the stack declares none).
+    teams: tuple[Team, ...] = since("1.5.0", default=())
+
+    def team(self, name: str) -> Team:
+        found = {team.name: team for team in self.teams}.get(name)
+        if found is None:
+            declared = ", ".join(team.name for team in self.teams) or "none"
+            raise ContractError(
+                f"teams: the {self.environment} platform declares no team '{name}' (teams: {declared}); "
+                "add it to the platform stack's teams"
+            )
+        return found
+
+    def for_team(self, name: str) -> PlatformContract:
+        """The platform as team ``name`` sees it: its namespace, its queue alone and its claim, at the same paths (a
+        team's volume is laid out as the platform's). Everything that builds jobs from a contract builds the team's."""
+        team = self.team(name)
+        queue = Queue(name=team.queue, weight=team.weight, capability=team.quota)
+        return self.model_copy(
+            update={"job_namespace": team.namespace, "volcano_queues": (queue,), "fsx_claim_name": team.claim_name}
+        )
 
     def scaling(self, group: NodeGroup) -> NodeGroupScaling:
         return (self.trainium_node_group_scaling or {}).get(group.name, MANAGED_SCALING)

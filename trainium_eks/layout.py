@@ -49,5 +49,26 @@ TENSORBOARD_LOG_DIR = f"{FSX_MOUNT_PATH}/tensorboard"
 # Where the data repository association exposes the S3 bucket inside the file system.
 DATA_REPOSITORY_DIR = "/datasets-repo"
 
+# A team's workspace: its namespace and Volcano queue are named after it (both prefixed, so that no team name can take
+# a platform or system namespace, or a platform queue), and its volume is its own directory of the file system.
+TEAM_LABEL = "trainium-eks/team"
+TEAM_PREFIX = "team-"
+TEAMS_DIR = "/teams"
+
+
+def team_namespace(team: str) -> str:
+    return f"{TEAM_PREFIX}{team}"
+
+
+def team_directory(team: str) -> str:
+    """The team's directory on the file system (what its volume mounts as its root)."""
+    return f"{TEAMS_DIR}/{team}"
+
+
+def team_group(team: str) -> str:
+    """The Kubernetes group a team's access entries carry, bound to the team's Role in its namespace."""
+    return f"trainium-eks:{TEAM_PREFIX}{team}"
+
+
 ETCD_CLIENT_PORT = 2379
 TENSORBOARD_PORT = 6006

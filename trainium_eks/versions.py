@@ -98,6 +98,9 @@ ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.33"
 
 # TensorFlow images from 2.21 on no longer ship TensorBoard; 2.15.0 is a tag reported to include it.
 TENSORBOARD_IMAGE = "tensorflow/tensorflow:2.15.0"
+# The image of the platform's one-off jobs that need a shell's tools (creating the teams' directories): TensorBoard's,
+# already pinned, and pulled on the system nodes where those jobs run.
+SHELL_IMAGE = TENSORBOARD_IMAGE
 
 # The EBS CSI driver (for etcd's volume) is an EKS add-on; its version is pinned to the default build EKS
 # publishes for the cluster's Kubernetes version (resolved with eks:DescribeAddonVersions at deploy time).

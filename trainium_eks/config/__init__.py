@@ -35,6 +35,7 @@ from trainium_eks.config.platform import (
     Scaling,
     SchedulingConfig,
     StorageConfig,
+    TeamConfig,
     TrainiumNodeGroupConfig,
 )
 from trainium_eks.config.stack import RETIRED_KEYS, StackInput
@@ -58,6 +59,7 @@ __all__ = [
     "Scaling",
     "SchedulingConfig",
     "StorageConfig",
+    "TeamConfig",
     "TrainiumNodeGroupConfig",
     "BOOTSTRAP_VARIABLE",
     "bootstrap_step",

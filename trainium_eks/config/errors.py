@@ -74,7 +74,7 @@ def _field_names(model: type[BaseModel], loc: tuple) -> list[str]:
     for part in loc[:-1]:
         if isinstance(part, int):
             continue
-        field = next((f for f in model.model_fields.values() if f.alias == part), None)
+        field = next((f for name, f in model.model_fields.items() if (f.alias or name) == part), None)
         inner = getattr(field, "annotation", None) if field else None
         for candidate in (inner, *getattr(inner, "__args__", ())):
             for arg in (candidate, *getattr(candidate, "__args__", ())):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainium_eks import catalog
+from trainium_eks import catalog, layout
 
 
 @dataclass(frozen=True)
@@ -171,11 +171,34 @@ class QueueConfig:
 
 
 @dataclass(frozen=True)
+class TeamConfig:
+    """A team that trains in a workspace of its own: namespace, queue, quota, access and directory."""
+
+    name: str
+    weight: int
+    neuron_share: float  # of the provisioned Neuron capacity: the team's queue capability and namespace quota
+    principal_arns: tuple[str, ...]  # IAM roles or users of its members, given access to the namespace only
+
+    @property
+    def namespace(self) -> str:
+        return layout.team_namespace(self.name)
+
+    @property
+    def queue(self) -> str:
+        return layout.team_namespace(self.name)
+
+    @property
+    def directory(self) -> str:
+        return layout.team_directory(self.name)
+
+
+@dataclass(frozen=True)
 class SchedulingConfig:
     job_namespace: str
     queues: tuple[QueueConfig, ...]
     etcd_members: int
     etcd_storage_gib: int
+    teams: tuple[TeamConfig, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from trainium_eks.config.checks import NODE_GROUP_NAME_MAX, Key, check, scaling
 from trainium_eks.config.fields import ECR_NAME
 from trainium_eks.config.node_groups import node_groups
 from trainium_eks.config.stack import StackInput
+from trainium_eks.config.teams import teams
 
 FSX_THROUGHPUT = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250, 500, 1000)}
 # EKS CreateCluster: name up to 100 of [0-9A-Za-z-_], starting alphanumeric; CreateNodegroup: name up to 63.
@@ -34,6 +35,7 @@ def platform(stack_input: StackInput, *, project: str, stack: str, region: str, 
         f"within {NODE_GROUP_NAME_MAX} characters",
     )
     network = _network(s, region, key)
+    groups = node_groups(s, cluster_name, region, key)
     return p.PlatformConfig(
         project=project,
         stack=stack,
@@ -51,10 +53,10 @@ def platform(stack_input: StackInput, *, project: str, stack: str, region: str, 
         ),
         network=network,
         cluster=_cluster(s, cluster_name, key),
-        trainium_node_groups=node_groups(s, cluster_name, region, key),
+        trainium_node_groups=groups,
         monitoring=_monitoring(s, key),
         node_health=_node_health(s, key),
-        scheduling=_scheduling(s, key),
+        scheduling=_scheduling(s, key, groups),
         storage=_storage(s, key),
         registry=_registry(s, stack, key),
         tensorboard=s.tensorboard,
@@ -177,7 +179,7 @@ def _monitoring(s: StackInput, key: Key) -> p.MonitoringConfig:
     return p.MonitoringConfig(s.cloudwatch_observability, s.cloudwatch_log_retention_days, s.alarm_topic_arn)
 
 
-def _scheduling(s: StackInput, key: Key) -> p.SchedulingConfig:
+def _scheduling(s: StackInput, key: Key, groups: tuple[p.TrainiumNodeGroupConfig, ...]) -> p.SchedulingConfig:
     names = set()
     for index, queue in enumerate(s.volcano_queues):
         check(
@@ -194,7 +196,7 @@ def _scheduling(s: StackInput, key: Key) -> p.SchedulingConfig:
         "raise systemNodeMinSize to the member count (each member needs a node of its own) or lower etcdMembers",
     )
     queues = tuple(p.QueueConfig(q.name, q.weight, float(q.neuron_share)) for q in s.volcano_queues)
-    return p.SchedulingConfig(s.job_namespace, queues, s.etcd_members, s.etcd_storage_gib)
+    return p.SchedulingConfig(s.job_namespace, queues, s.etcd_members, s.etcd_storage_gib, teams(s, key, groups))
 
 
 def _storage(s: StackInput, key: Key) -> p.StorageConfig:

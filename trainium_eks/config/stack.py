@@ -81,15 +81,25 @@ class NodeGroupInput(Strict):
     capacity_reservation: CapacityReservationInput | None = Field(None, alias="capacityReservation")
 
 
+PrincipalArn = f.matching(f.PRINCIPAL_ARN, "'{value}' is not an IAM role or user ARN", "use arn:aws:iam::<account>:role/<name>")
+Share = Annotated[f.Number, f.rule(lambda v: 0 < v <= 1, "{value} is outside (0, 1]", "use a fraction such as 0.5")]
+
+
 class QueueInput(Strict):
     name: Annotated[
         f.dns_label(),
         f.rule(lambda v: v != "default", "'{value}' is taken", "use a unique name other than Volcano's built-in 'default'"),
     ]
     weight: f.between(1, 65535, "use a positive weight") = 1
-    neuron_share: Annotated[f.Number, f.rule(lambda v: 0 < v <= 1, "{value} is outside (0, 1]", "use a fraction such as 0.5")] = (
-        Field(1.0, alias="neuronShare")
-    )
+    neuron_share: Share = Field(1.0, alias="neuronShare")
+
+
+class TeamInput(Strict):
+    # The namespace and queue are team-<name>; 20 characters leave room for the volume's and groups' names.
+    name: f.dns_label(20, "use up to 20 lowercase letters, digits and '-', e.g. nlp")
+    neuron_share: Share = Field(alias="neuronShare")
+    weight: f.between(1, 65535, "use a positive weight") = 1
+    principal_arns: Annotated[list[PrincipalArn], f.Structured] = Field(default_factory=list, alias="principalArns")
 
 
 class StackInput(Strict):
@@ -130,10 +140,7 @@ class StackInput(Strict):
         f.Structured,
         f.rule(lambda v: len(set(v)) == len(v), "lists a range twice", "list each range once"),
     ] = Field(alias="publicAccessCidrs")
-    cluster_admin_principal_arns: Annotated[
-        list[f.matching(f.PRINCIPAL_ARN, "'{value}' is not an IAM role or user ARN", "use arn:aws:iam::<account>:role/<name>")],
-        f.Structured,
-    ] = Field(alias="clusterAdminPrincipalArns")
+    cluster_admin_principal_arns: Annotated[list[PrincipalArn], f.Structured] = Field(alias="clusterAdminPrincipalArns")
     ci_runner_repository: f.matching_or_empty(
         f.GITHUB_REPOSITORY, "'{value}' is not a GitHub repository", "use owner/name, e.g. example-org/trainium-eks"
     ) = Field(alias="ciRunnerRepository")
@@ -206,3 +213,4 @@ class StackInput(Strict):
         f.Structured,
         f.rule(bool, "empty", "list at least one queue or remove the key (one queue by default)"),
     ] = Field(alias="volcanoQueues")
+    teams: Annotated[list[TeamInput], f.Structured]
