@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from trainium_eks import layout
 from trainium_eks.config import NetworkConfig
 
 # Private subnets take the first half of the VPC CIDR in four equal blocks (up to four AZs), public subnets
 # the start of the second half: nodes with 8-16 EFA interfaces and VPC-CNI pod IPs need room, NAT does not.
-PRIVATE_SPLIT_BITS = 3
+PRIVATE_SPLIT_BITS = layout.PRIVATE_SUBNET_SPLIT_BITS
 PUBLIC_SPLIT_BITS = 6
 
 

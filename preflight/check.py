@@ -13,6 +13,7 @@ inputs plus computed values), and the children of remote components and Helm cha
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,10 +73,12 @@ class CheckResult:
 
 
 def load_policy_config(stack: str, path: Path | None = None) -> dict:
-    """The stack's ``--policy-pack-config`` file (none means every policy at its defaults)."""
+    """The stack's ``--policy-pack-config`` file. Every stack has one (``{}`` keeps every policy at its defaults): CI
+    passes it to ``pulumi preview``, which stops on a missing file, and a misspelt policy name in it is refused, as the
+    policy it meant would run at its default level unnoticed."""
     path = CONFIG_DIR / f"{stackfile.check_stack_name(stack)}.json" if path is None else path
     if not path.exists():
-        return {}
+        raise PolicyConfigError(f"{path}: not found; add it, with {{}} to keep every policy at its defaults")
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
@@ -85,6 +88,12 @@ def load_policy_config(stack: str, path: Path | None = None) -> dict:
         raise PolicyConfigError(f"{path}: not a readable JSON file ({reason}); fix or remove it") from None
     if not isinstance(config, dict):
         raise PolicyConfigError(f"{path}: expected an object of policy names")
+    known = {policy.name for pack in PACKS for policy in pack.policies}
+    for name in config:
+        if name != "all" and name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else "name a policy of docs/policies.md, or 'all'"
+            raise PolicyConfigError(f"{path}: '{name}' is no policy of the packs; {hint}")
     return config
 
 

@@ -99,11 +99,12 @@ def run_diff(args: argparse.Namespace) -> int:
         diff.check_ref(args.against)
     # diff compares the working tree's own stack file: there is no --stack-file to point elsewhere.
     working_tree = stackfile.load(args.stack, otherwise="diff compares the working tree's stack file: create it")
-    current = engine.evaluate(working_tree).to_json()
+    # annotated with the cost estimate, as `plan --json` prints them (and plan_at_ref reads them)
+    current = analysis.annotate(engine.evaluate(working_tree).to_json())
     if baseline_settings is None:
         baseline = diff.plan_at_ref(stackfile.REPO_ROOT, args.against, args.stack)
     else:
-        baseline = engine.evaluate(baseline_settings).to_json()
+        baseline = analysis.annotate(engine.evaluate(baseline_settings).to_json())
     impact = diff.compare(baseline, current)
     if args.json:
         print(json.dumps(impact.to_json(), indent=2, sort_keys=True))

@@ -116,6 +116,14 @@ NODE_REPLACING: Mapping[str, tuple[tuple[str, ...], str]] = {
 }
 # Kubernetes objects are identified by name and namespace: changing either makes a new object.
 KUBERNETES_IDENTITY = ("metadata.name", "metadata.namespace")
+# What a stateful resource takes with it when it is replaced (deleted, then created empty) or removed.
+LOST: Mapping[str, str] = {
+    tokens.FSX_LUSTRE_FILE_SYSTEM: "every file on it (datasets, checkpoints, the compile cache) not exported to S3",
+    tokens.ECR_REPOSITORY: "every image in it",
+    tokens.KMS_KEY: "whatever only it decrypts, once its deletion window ends",
+    tokens.EKS_COMPONENT_CLUSTER: "every Kubernetes object in the cluster, and the jobs running there",
+    tokens.EKS_CLUSTER: "every Kubernetes object in the cluster, and the jobs running there",
+}
 
 
 @dataclass(frozen=True)
@@ -124,9 +132,18 @@ class Change:
     paths: tuple[str, ...]
     replace: bool
     nodes: str | None = None  # what happens to running nodes, when the change replaces them
+    values: tuple[tuple[str, Any, Any], ...] = ()  # (path, old, new) for each changed path
+    dependents: tuple[str, ...] = ()  # of a replacement: the resources whose inputs come from it
 
     def to_json(self) -> dict:
-        return {"urn": self.urn, "paths": list(self.paths), "replace": self.replace, "nodes": self.nodes}
+        return {
+            "urn": self.urn,
+            "paths": list(self.paths),
+            "replace": self.replace,
+            "nodes": self.nodes,
+            "values": [{"path": path, "old": old, "new": new} for path, old, new in self.values],
+            "dependents": list(self.dependents),
+        }
 
 
 @dataclass
@@ -134,21 +151,33 @@ class Impact:
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     changed: list[Change] = field(default_factory=list)
+    losses: list[dict] = field(default_factory=list)  # a replaced or removed stateful resource, and what goes with it
+    cost: dict = field(default_factory=dict)  # monthly USD busy and idle, before and after
 
     def to_json(self) -> dict:
-        return {"added": self.added, "removed": self.removed, "changed": [c.to_json() for c in self.changed]}
+        return {
+            "added": self.added,
+            "removed": self.removed,
+            "changed": [c.to_json() for c in self.changed],
+            "losses": self.losses,
+            "cost": self.cost,
+        }
 
 
-def changed_paths(old: Any, new: Any, prefix: str = "") -> Iterator[str]:
-    """Dotted paths (``a.b[2].c``) where two input values differ; a list whose length changes is one path."""
+def changed_values(old: Any, new: Any, prefix: str = "") -> Iterator[tuple[str, Any, Any]]:
+    """(dotted path ``a.b[2].c``, old, new) where two input values differ; a list whose length changes is one path."""
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new)):
-            yield from changed_paths(old.get(key), new.get(key), f"{prefix}.{key}" if prefix else key)
+            yield from changed_values(old.get(key), new.get(key), f"{prefix}.{key}" if prefix else key)
     elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         for index, (a, b) in enumerate(zip(old, new, strict=True)):
-            yield from changed_paths(a, b, f"{prefix}[{index}]")
+            yield from changed_values(a, b, f"{prefix}[{index}]")
     elif old != new:
-        yield prefix
+        yield prefix, old, new
+
+
+def changed_paths(old: Any, new: Any) -> Iterator[str]:
+    return (path for path, _, _ in changed_values(old, new))
 
 
 def replaces(resource_type: str, path: str) -> bool:
@@ -164,17 +193,37 @@ def replaced_nodes(resource_type: str, paths: tuple[str, ...]) -> str | None:
     return effect if hit else None
 
 
+def input_dependents(plan: Mapping[str, dict], urn: str) -> tuple[str, ...]:
+    """The resources of ``plan`` with an input that comes from ``urn``: a replacement changes or breaks them."""
+    return tuple(
+        sorted(other for other, r in plan.items() if any(urn in urns for urns in (r.get("propertyDependencies") or {}).values()))
+    )
+
+
+def monthly_cost(plan: dict) -> dict:
+    cost = plan.get("cost") or {}
+    return {"busyUsd": cost.get("monthlyUsd"), "idleUsd": cost.get("idleMonthlyUsd")}
+
+
 def compare(old_plan: dict, new_plan: dict) -> Impact:
     old = {r["urn"]: r for r in old_plan["resources"]}
     new = {r["urn"]: r for r in new_plan["resources"]}
     impact = Impact(added=sorted(set(new) - set(old)), removed=sorted(set(old) - set(new)))
+    impact.cost = {"before": monthly_cost(old_plan), "after": monthly_cost(new_plan)}
     for urn in sorted(set(old) & set(new)):
         if new[urn]["type"].startswith("pulumi:providers:"):
             continue  # provider inputs (a kubeconfig, a region) change with the resources they configure
-        paths = tuple(changed_paths(old[urn]["inputs"], new[urn]["inputs"]))
-        if paths:
-            kind = new[urn]["type"]
-            impact.changed.append(Change(urn, paths, any(replaces(kind, p) for p in paths), replaced_nodes(kind, paths)))
+        values = tuple(changed_values(old[urn]["inputs"], new[urn]["inputs"]))
+        if values:
+            kind, paths = new[urn]["type"], tuple(path for path, _, _ in values)
+            replace = any(replaces(kind, p) for p in paths)
+            dependents = input_dependents(new, urn) if replace else ()
+            impact.changed.append(Change(urn, paths, replace, replaced_nodes(kind, paths), values, dependents))
+    gone = [(c.urn, "replaced") for c in impact.changed if c.replace] + [(urn, "removed") for urn in impact.removed]
+    for urn, how in sorted(gone):
+        kind = (new.get(urn) or old[urn])["type"]
+        if kind in LOST:
+            impact.losses.append({"urn": urn, "how": how, "lost": LOST[kind]})
     return impact
 
 

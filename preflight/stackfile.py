@@ -78,6 +78,20 @@ class StackFileLoader(yaml.SafeLoader):
         super().__init__(stream)
         self.depth = 0
 
+    def construct_mapping(self, node, deep=False):
+        # The CLI reads stack files with gopkg.in/yaml.v3 (pulumi sdk/go/common/encoding/marshal.go), whose decoder
+        # refuses a key given twice ("mapping key ... already defined at line N", decode.go, uniqueKeys) where
+        # PyYAML would keep the last value.
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+                if key in seen:
+                    problem = f"mapping key '{key}' already defined at line {seen[key] + 1}; keep one of the two"
+                    raise RefusedYAML(problem=problem, problem_mark=key_node.start_mark)
+                seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
     def compose_node(self, parent, index):
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or event.anchor is not None:
@@ -220,6 +234,8 @@ def load(
     secret_keys: list[str] = []
     for key, value in raw.items():
         full_key = _full_key(key, project.name)
+        if value is None:  # `key:` or `key: null`: nothing the program could read as the key's type
+            raise StackFileError(f"{path}: '{full_key}' has no value (null); give it one, or remove the key for its default")
         if isinstance(value, dict) and set(value) == {"secure"}:
             secret_keys.append(full_key)
             config[full_key] = SECRET_PLACEHOLDER  # ciphertext: the CLI checks its type once decrypted

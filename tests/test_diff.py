@@ -10,6 +10,8 @@ from support import evaluate, node_group_config, run_preflight
 
 from preflight import diff
 from preflight.stackfile import REPO_ROOT
+from trainium_eks import catalog
+from trainium_eks.config.stack import DEFAULT_ROOT_VOLUME_GIB
 
 
 def stack_copy(tmp_path, stack: str, edit) -> str:
@@ -138,3 +140,42 @@ def test_a_ref_that_reads_as_an_option_never_reaches_git(monkeypatch):
     for ref in ("--output=/tmp/x", "-p", "HEAD --help", "HEAD:stacks"):
         with pytest.raises(diff.RefError, match="not a stack file, nor a git ref"):
             diff.plan_at_ref(REPO_ROOT, ref, "dev")
+
+
+# ---- what a change report owes its reader: data it loses, what depends on a replacement, values, cost ------------
+
+
+def test_switching_the_file_system_type_warns_of_data_loss_and_names_what_depends_on_it(tmp_path):
+    def persistent(config):
+        config["trainium-eks:fsxDeploymentType"] = "PERSISTENT_2"
+        config["trainium-eks:fsxThroughputPerTiB"] = 125
+
+    baseline = stack_copy(tmp_path, "dev", persistent)
+    impact = json.loads(run_preflight("diff", "dev", "--against", baseline, "--json").stdout)
+    by_name = {c["urn"].rsplit("::", 1)[1]: c for c in impact["changed"]}
+    file_system = by_name["trainium-storage-lustre"]
+    assert file_system["replace"]
+    assert {"path": "deploymentType", "old": "PERSISTENT_2", "new": "SCRATCH_2"} in file_system["values"]
+    assert any(urn.endswith("PersistentVolume::trainium-storage-fsx") for urn in file_system["dependents"])
+    (loss,) = [loss for loss in impact["losses"] if loss["urn"] == file_system["urn"]]
+    assert loss["how"] == "replaced" and "checkpoints" in loss["lost"]
+    text = run_preflight("diff", "dev", "--against", baseline).stdout
+    assert "DATA LOSS: aws:fsx/lustreFileSystem:LustreFileSystem trainium-storage-lustre is replaced" in text
+    assert "changes or breaks with it: kubernetes:core/v1:PersistentVolume trainium-storage-fsx" in text
+
+
+def test_scaling_shows_old_and_new_sizes_and_what_the_month_costs_more(tmp_path):
+    def fewer(config):
+        (group,) = config["trainium-eks:trainiumNodeGroups"]
+        group.update(minSize=2, desiredSize=2)
+
+    impact = diff_json(tmp_path, "prod", fewer)
+    (change,) = impact["changed"]
+    assert change["values"] == [{"path": "scalingConfig.desiredSize", "old": 2, "new": stack_groups("prod")[0]["desiredSize"]}]
+    added_nodes = stack_groups("prod")[0]["desiredSize"] - 2
+    instance = catalog.INSTANCE_TYPES["trn1n.32xlarge"].on_demand_usd_per_hour["us-west-2"] * catalog.HOURS_PER_MONTH
+    root_volume = DEFAULT_ROOT_VOLUME_GIB * catalog.EBS_GP3_USD_PER_GB_MONTH  # prod's nodes keep the default size
+    before, after = impact["cost"]["before"]["busyUsd"], impact["cost"]["after"]["busyUsd"]
+    assert after - before == pytest.approx(added_nodes * (instance + root_volume), abs=1)
+    text = run_preflight("diff", "prod", "--against", stack_copy(tmp_path, "prod", fewer)).stdout
+    assert "scalingConfig.desiredSize: 2 -> 4" in text and "Monthly cost: busy" in text and "(+" in text

@@ -28,6 +28,9 @@ Sources (read 2026-12):
                on its amazonaws.cn copy) says EFA-only is available on all EFA-supported instances; no per-type
                table was found, so every EFA type here is recorded as supporting it. The previous guidance, EFA
                with ENA on every card (card 0 device 0, others device 1), is kept for a type that does not.
+- [MAX-PODS]   awslabs/amazon-eks-ami templates/shared/runtime/eni-max-pods.txt (commit 0254c5b4): the pods a node
+               runs with the VPC CNI, ENIs x (IPv4 addresses per ENI - 1) + 2 for the two host-network pods,
+               counted on network card 0 alone for multi-card types
 - [EKS-PRICE]  https://aws.amazon.com/eks/pricing/ (control plane: 0.10 USD/hour, 0.60 in extended support)
 - [VPC-PRICE]  https://aws.amazon.com/vpc/pricing/ (NAT gateway hour, public IPv4 address hour)
 - [EBS-PRICE]  https://aws.amazon.com/ebs/pricing/ (gp3 GB-month)
@@ -49,6 +52,7 @@ from types import MappingProxyType
 PRICE_SOURCE = "EC2 on-demand Linux list prices (karpenter-provider-aws pricing table, 2026-07-20)"
 
 HOURS_PER_MONTH = 730  # AWS's convention for monthly estimates
+HOST_NETWORK_PODS = 2  # the VPC CNI and kube-proxy, which eni-max-pods.txt adds to the pods with addresses [MAX-PODS]
 
 #: EKS control plane per cluster-hour: standard support, and extended support (versions past standard) [EKS-PRICE].
 EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
@@ -120,6 +124,8 @@ class InstanceType:
     network_bandwidth_gbps: float = 0.0
     # EFA-only interfaces on every card, behind an ENA primary interface [EFA-LAYOUT].
     efa_only_interfaces: bool = False
+    # Pods the node runs with the VPC CNI (without prefix delegation) [MAX-PODS].
+    max_pods: int = 0
     # On-demand list price per hour, by region [PRICE].
     on_demand_usd_per_hour: Mapping[str, float] = field(default_factory=dict)
     # AZ IDs known to offer the type, by region. Empty for general-purpose types (offered everywhere).
@@ -140,6 +146,11 @@ class InstanceType:
             primary = NetworkInterfaceSlot(0, 0, ENA_INTERFACE)
             return (primary, *(NetworkInterfaceSlot(card, int(card == 0), EFA_ONLY_INTERFACE) for card in cards))
         return tuple(NetworkInterfaceSlot(card, int(card > 0), EFA_WITH_ENA_INTERFACE) for card in cards)
+
+    def most_addresses(self, interface_addresses: int) -> int:
+        """The subnet addresses one node takes at the most: its interfaces' own, and one per pod it may run but the
+        two host-network pods that max_pods counts [MAX-PODS]."""
+        return interface_addresses + self.max_pods - HOST_NETWORK_PODS
 
     def offered_in(self, region: str, az_id: str) -> bool:
         """True when the catalog records an offering of this type in ``az_id`` of ``region``."""
@@ -186,6 +197,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 network_cards=1,
                 max_efa_interfaces=0,
                 network_bandwidth_gbps=12.5,  # "up to"
+                max_pods=58,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 1.34375, "us-west-2": 1.34375, "us-east-2": 1.34375}),
                 az_ids=TRN1_AZ_IDS,
             ),
@@ -201,6 +213,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 max_efa_interfaces=8,
                 efa_only_interfaces=True,
                 network_bandwidth_gbps=800.0,
+                max_pods=247,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 21.50, "us-west-2": 21.50, "us-east-2": 21.50}),
                 az_ids=TRN1_AZ_IDS,
             ),
@@ -216,6 +229,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 max_efa_interfaces=16,
                 efa_only_interfaces=True,
                 network_bandwidth_gbps=1600.0,
+                max_pods=247,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 24.78, "us-west-2": 24.78, "us-east-2": 24.78}),
                 az_ids=TRN1_AZ_IDS,
             ),
@@ -231,6 +245,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 max_efa_interfaces=16,
                 efa_only_interfaces=True,
                 network_bandwidth_gbps=3200.0,
+                max_pods=100,
                 on_demand_usd_per_hour=_frozen({"us-east-2": 35.76}),
                 az_ids=_frozen({"us-east-2": ("use2-az3",)}),
             ),
@@ -241,6 +256,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 vcpus=2,
                 memory_gib=8,
                 network_bandwidth_gbps=12.5,
+                max_pods=29,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 0.096, "us-east-2": 0.096, "us-west-2": 0.096}),
             ),
             InstanceType(
@@ -249,6 +265,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 vcpus=4,
                 memory_gib=16,
                 network_bandwidth_gbps=12.5,
+                max_pods=58,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 0.192, "us-east-2": 0.192, "us-west-2": 0.192}),
             ),
             InstanceType(
@@ -257,6 +274,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 vcpus=8,
                 memory_gib=32,
                 network_bandwidth_gbps=12.5,
+                max_pods=58,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 0.384, "us-east-2": 0.384, "us-west-2": 0.384}),
             ),
         )

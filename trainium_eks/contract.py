@@ -11,10 +11,22 @@ version is at least the one that introduced the keys it reads. Keys of a newer m
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, PositiveInt, StrictStr, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    StrictStr,
+    ValidationError,
+)
 
 CONTRACT_VERSION = "1.5.0"
 FIRST = "1.0.0"
@@ -95,11 +107,30 @@ class Queue(Entry):
 
 
 def _readable_kubeconfig(value: Any) -> Any:
-    """A kubeconfig is JSON; anything else (``[secret]`` when secrets are hidden) means there is none to use."""
-    return value if isinstance(value, str) and value.startswith("{") else None
+    """A kubeconfig is a JSON object; a value that is not one (``[secret]`` when secrets are hidden) means there is
+    none to use, and one that starts as an object but does not parse is refused."""
+    if not (isinstance(value, str) and value.startswith("{")):
+        return None
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        raise ValueError("not a JSON kubeconfig") from None
+    if not isinstance(parsed, dict):
+        raise ValueError("not a JSON kubeconfig object")
+    return value
 
 
 Text = StrictStr
+ENDPOINT = re.compile(r"[A-Za-z0-9.-]+:[0-9]{1,5}")
+
+
+def _endpoint(value: str) -> str:
+    if not ENDPOINT.fullmatch(value):
+        raise ValueError(f"{value!r} is not host:port with a numeric port, as torchrun's --rdzv_endpoint takes it")
+    return value
+
+
+Endpoint = Annotated[StrictStr, AfterValidator(_endpoint)]
 
 
 class PlatformContract(BaseModel):
@@ -123,7 +154,7 @@ class PlatformContract(BaseModel):
     node_groups: tuple[NodeGroup, ...] = since(FIRST, alias="trainiumNodeGroups", min_length=1)
     node_taints: tuple[Taint, ...] = since(FIRST, alias="nodeTaints")
     volcano_queues: tuple[Queue, ...] = since(FIRST, alias="volcanoQueues", min_length=1)
-    etcd_endpoint: Text = since(FIRST, alias="etcdEndpoint")
+    etcd_endpoint: Endpoint = since(FIRST, alias="etcdEndpoint")
     job_namespace: Text = since(FIRST, alias="jobNamespace")
     fsx_claim_name: Text = since(FIRST, alias="fsxClaimName")
     fsx_file_system_id: Text = since(FIRST, alias="fsxFileSystemId")
@@ -223,8 +254,11 @@ class PlatformContract(BaseModel):
         except ValidationError as error:
             detail = error.errors(include_url=False)[0]
             where = ".".join(str(part) for part in detail["loc"])
+            # A check of this module words its own message; pydantic's own start with a capital to lower.
+            ours = detail["type"] == "value_error"
+            problem = str(detail["ctx"]["error"]) if ours else detail["msg"][0].lower() + detail["msg"][1:]
             raise ContractError(
-                f"{where}: {detail['msg'].lower()}; the outputs do not match contract {outputs['contractVersion']} "
+                f"{where}: {problem}; the outputs do not match contract {outputs['contractVersion']} "
                 "(read them again with `pulumi stack output --json --show-secrets`)"
             ) from None
 

@@ -6,6 +6,9 @@ component and test takes them from here.
 
 from __future__ import annotations
 
+# Private subnets take the first half of the VPC CIDR in four equal blocks (up to four AZs): each is a /(VPC + 3).
+PRIVATE_SUBNET_SPLIT_BITS = 3
+
 # The platform component __main__.py creates: its name is part of every URN, the bootstrap step's included.
 PLATFORM_NAME = "trainium"
 

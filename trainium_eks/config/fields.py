@@ -70,7 +70,8 @@ def _integer(raw: Any) -> Any:
 
 
 def _boolean(raw: Any) -> Any:
-    return {"true": True, "false": False}.get(raw.strip().lower(), raw) if isinstance(raw, str) else raw
+    # Exactly the strings the Python SDK's Config.get_bool reads (sdk/python/lib/pulumi/config.py, _get_bool).
+    return {"true": True, "True": True, "false": False, "False": False}.get(raw, raw) if isinstance(raw, str) else raw
 
 
 def _structured(raw: Any) -> Any:
@@ -83,7 +84,8 @@ def _structured(raw: Any) -> Any:
 
 
 Integer = Annotated[StrictInt, BeforeValidator(_integer)]
-Boolean = Annotated[StrictBool, BeforeValidator(_boolean)]
+Boolean = Annotated[StrictBool, BeforeValidator(_boolean)]  # a top-level key: the CLI hands every value as a string
+JsonBoolean = StrictBool  # inside a list or mapping, which arrives as JSON: true or false, never a string
 Number = StrictFloat  # strict: no strings or booleans; whole numbers are accepted
 Structured = BeforeValidator(_structured)
 
@@ -111,7 +113,8 @@ def dns_label(max_length: int = 63, fix: str = "use lowercase letters, digits an
 
 
 def _tag_value(value: str) -> bool:
-    return len(value) <= TAG_VALUE_MAX and all(c.isalnum() or c.isspace() or c in TAG_PUNCTUATION for c in value)
+    # "letters, numbers, and spaces representable in UTF-8": a space, not a tab, newline or other control character
+    return len(value) <= TAG_VALUE_MAX and all(c.isalnum() or c == " " or c in TAG_PUNCTUATION for c in value)
 
 
 TagValue = Annotated[

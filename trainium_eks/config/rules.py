@@ -11,6 +11,7 @@ from types import MappingProxyType
 
 from trainium_eks import catalog
 from trainium_eks.config import platform as p
+from trainium_eks.config.addresses import nodes_fit
 from trainium_eks.config.checks import NODE_GROUP_NAME_MAX, Key, check, scaling
 from trainium_eks.config.fields import ECR_NAME
 from trainium_eks.config.node_groups import node_groups
@@ -36,6 +37,8 @@ def platform(stack_input: StackInput, *, project: str, stack: str, region: str, 
     )
     network = _network(s, region, key)
     groups = node_groups(s, cluster_name, region, key)
+    cluster = _cluster(s, cluster_name, key)
+    nodes_fit(network, groups, cluster.system_scaling.max_size, key)
     return p.PlatformConfig(
         project=project,
         stack=stack,
@@ -52,7 +55,7 @@ def platform(stack_input: StackInput, *, project: str, stack: str, region: str, 
             }
         ),
         network=network,
-        cluster=_cluster(s, cluster_name, key),
+        cluster=cluster,
         trainium_node_groups=groups,
         monitoring=_monitoring(s, key),
         node_health=_node_health(s, key),

@@ -37,6 +37,7 @@ class Strict(BaseModel):
 
 
 # Node counts have no upper bound here: EKS's limits on them are service quotas, which an account can raise.
+PUBLIC_ACCESS_CIDRS_MAX = 40
 NodeCount = f.Integer  # the order of min, desired and max is a rule across fields
 # EKS NodeRepairConfig counts (maxParallelNodesRepairedCount, maxUnhealthyNodeThresholdCount): a minimum of 1 and no
 # maximum (EKS API reference, NodeRepairConfig).
@@ -75,7 +76,7 @@ class NodeGroupInput(Strict):
     desired_size: NodeCount | None = Field(None, alias="desiredSize")
     max_size: NodeCount = Field(alias="maxSize")
     idle_minutes: f.between(1, MAX_IDLE_MINUTES, "use whole minutes from 1 to 1440") | None = Field(None, alias="idleMinutes")
-    efa: f.Boolean | None = None  # None: what the instance type supports
+    efa: f.JsonBoolean | None = None  # None: what the instance type supports
     root_volume_gib: f.between(100, 16384, "use at least 100 GiB") = Field(DEFAULT_ROOT_VOLUME_GIB, alias="rootVolumeGiB")
     labels: dict[f.LabelKey, f.LabelValue] = Field(default_factory=dict, max_length=64)
     capacity_reservation: CapacityReservationInput | None = Field(None, alias="capacityReservation")
@@ -139,6 +140,8 @@ class StackInput(Strict):
         list[f.PublicCidr],
         f.Structured,
         f.rule(lambda v: len(set(v)) == len(v), "lists a range twice", "list each range once"),
+        # EKS User Guide, "Amazon EKS service quotas": 40 public endpoint access CIDR ranges per cluster, not adjustable
+        f.rule(lambda v: len(v) <= PUBLIC_ACCESS_CIDRS_MAX, "lists more than 40 ranges, EKS's fixed limit", "merge ranges"),
     ] = Field(alias="publicAccessCidrs")
     cluster_admin_principal_arns: Annotated[list[PrincipalArn], f.Structured] = Field(alias="clusterAdminPrincipalArns")
     ci_runner_repository: f.matching_or_empty(
