@@ -155,6 +155,10 @@ class Cluster(pulumi.ComponentResource):
             subnet_ids=args.private_subnet_ids,
             instance_types=[cfg.system_instance_type],
             ami_type=SYSTEM_AMI_TYPE,
+            # Stated, not left to EKS: the nodes keep their version until an upgrade's system-node step moves them.
+            version=cfg.system_kubernetes_version,
+            # No release pinned: system nodes run no Neuron driver, so EKS's newest release for the version serves
+            # (taken at creation and at each version step), and EKS cannot roll a group back to an older release.
             capacity_type="ON_DEMAND",
             scaling_config={"min_size": scaling.min_size, "desired_size": scaling.desired_size, "max_size": scaling.max_size},
             update_config={"max_unavailable": 1},

@@ -191,6 +191,7 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
             subnet_ids=[args.subnet_id],  # one subnet, one AZ: the placement group and FSx live there
             instance_types=[group.instance_type],
             ami_type=NEURON_AMI_TYPE,
+            version=group.node_image.kubernetes_version,  # stated: an upgrade moves the nodes in a step of their own
             release_version=group.node_image.release_version,  # the stack's pinned node image, never the day's latest
             capacity_type="CAPACITY_BLOCK" if self.template.capacity_block else "ON_DEMAND",
             scaling_config={

@@ -6,12 +6,13 @@ from pulumi_policy import EnforcementLevel, Severity
 
 from policies.adapters import resource_policy, stack_policy
 from policies.pack import Pack
-from policies.rules import images, repair, scheduling, teams, topology, trainium_nodes
+from policies.rules import images, node_versions, repair, scheduling, teams, topology, trainium_nodes
 
 TRAINIUM_TOPOLOGY = Pack(
     name="trainium-topology",
     description="What distributed training on Trainium needs: one AZ, EFA on every network card, cluster placement, "
-    "the Neuron AMI at one pinned release, the Neuron taint, elastic pools that keep busy nodes, device plugins, FSx "
+    "the Neuron AMI at one pinned release with a driver the training runtime runs on, node groups at a stated "
+    "Kubernetes version, the Neuron taint, elastic pools that keep busy nodes, device plugins, FSx "
     "next to the nodes, queues within capacity, etcd with the v2 API, and failed nodes repaired.",
     enforcement_level=EnforcementLevel.MANDATORY,
     policies=(
@@ -44,6 +45,19 @@ TRAINIUM_TOPOLOGY = Pack(
             "Every Trainium group pins the stack's one EKS node image release, never the day's latest.",
             Severity.HIGH,
             trainium_nodes.node_image_pinned,
+        ),
+        stack_policy(
+            "node-group-version-explicit",
+            "Managed node groups state their Kubernetes version, no newer than the control plane's, and pin a release "
+            "built for it.",
+            Severity.HIGH,
+            node_versions.node_group_version_explicit,
+        ),
+        stack_policy(
+            "trainium-neuron-driver-compatible",
+            "Trainium nodes boot a node image whose Neuron driver the training image's Neuron runtime initialises on.",
+            Severity.CRITICAL,
+            trainium_nodes.neuron_driver_compatible,
         ),
         stack_policy(
             "trainium-neuron-taint",

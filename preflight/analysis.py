@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from trainium_eks import catalog, cost, deployment, tokens
+from trainium_eks import catalog, cost, deployment, tokens, versions
 from trainium_eks.graph import Graph
+from trainium_eks.trainium_groups import trainium_groups
 
 DEFAULT_REGION = "us-east-1"
 
@@ -26,11 +27,32 @@ def annotate(plan: dict) -> dict:
     }
 
 
+def node_images(plan: dict) -> list[str]:
+    """The node image release each Trainium group boots, its Neuron driver, and whether the training image's runtime
+    initialises on it (the policy trainium-neuron-driver-compatible holds the stack to it)."""
+    runtime = versions.TRAINING_RUNTIME
+    lines = []
+    for group in trainium_groups(Graph.from_records(plan["resources"])):
+        pinned = group.pinned_release()
+        release = versions.node_image_release(pinned[0]) if pinned and pinned[0] else None
+        if release is None:
+            shown = "an image whose Neuron driver is not recorded" if pinned else "an image the preview does not know yet"
+        else:
+            verdict = "runs on it" if runtime.runs_on(release.neuron_driver) else "does NOT run on it"
+            shown = (
+                f"node image release {release.tag}, Neuron driver aws-neuronx-dkms {release.neuron_driver}: the training "
+                f"image's runtime {runtime.library} (drivers {runtime.drivers}) {verdict}"
+            )
+        lines.append(f"Node image of {group.node.name}: {shown}")
+    return lines
+
+
 def summary(plan: dict) -> str:
     """The human-readable lines for an annotated plan."""
     names = {r["urn"]: f"{r['type'].rsplit(':', 1)[-1]} {r['name']}" for r in plan["resources"]}
     estimate, schedule = plan["cost"], plan["deployment"]
     lines = [
+        *node_images(plan),
         f"Estimated cost: {estimate['monthlyUsd']:,.0f} USD/month busy ({estimate['hourlyUsd']:,.2f} USD/hour, every "
         f"elastic Trainium pool at maxSize), {estimate['idleMonthlyUsd']:,.0f} USD/month idle (no job waiting) "
         f"({catalog.HOURS_PER_MONTH} h; {estimate['priceSource']})",

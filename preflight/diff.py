@@ -19,7 +19,8 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from trainium_eks import tokens
+from trainium_eks import tokens, versions
+from trainium_eks.trainium_groups import RELEASE_VERSION
 
 # Properties whose change forces a replacement, for the resource types the platform creates. Sources: the
 # Terraform AWS provider's resource docs ("Forces new resource", which pulumi-aws inherits), pulumi-eks's
@@ -153,6 +154,8 @@ class Impact:
     changed: list[Change] = field(default_factory=list)
     losses: list[dict] = field(default_factory=list)  # a replaced or removed stateful resource, and what goes with it
     cost: dict = field(default_factory=dict)  # monthly USD busy and idle, before and after
+    drifts: list[dict] = field(default_factory=list)  # Karpenter node classes whose nodes a version change replaces
+    refused: list[dict] = field(default_factory=list)  # changes EKS refuses to apply, and what to do instead
 
     def to_json(self) -> dict:
         return {
@@ -161,6 +164,8 @@ class Impact:
             "changed": [c.to_json() for c in self.changed],
             "losses": self.losses,
             "cost": self.cost,
+            "drifts": self.drifts,
+            "refused": self.refused,
         }
 
 
@@ -200,6 +205,58 @@ def input_dependents(plan: Mapping[str, dict], urn: str) -> tuple[str, ...]:
     )
 
 
+def cluster_version(resources: Mapping[str, dict]) -> str | None:
+    versions = [r["inputs"].get("version") for r in resources.values() if r["type"] in tokens.EKS_CLUSTERS]
+    return versions[0] if versions else None
+
+
+def version_drifts(old: Mapping[str, dict], new: Mapping[str, dict]) -> list[dict]:
+    """The EC2NodeClasses whose nodes Karpenter replaces because the control plane's version changed: their inputs
+    stay the same, but an ``al2023@<release>`` alias resolves to that release's build for the cluster's version
+    (Karpenter docs, FAQ "How do I upgrade an EKS Cluster with Karpenter?": drift keeps the nodes in step with it)."""
+    before, after = cluster_version(old), cluster_version(new)
+    if before == after:
+        return []
+    return [
+        {"urn": urn, "why": f"its AMI alias resolves to the Kubernetes {after} build (was {before})"}
+        for urn, r in sorted(new.items())
+        if r["type"] == tokens.KARPENTER_NODE_CLASS
+        and any("alias" in term for term in ((r["inputs"].get("spec") or {}).get("amiSelectorTerms") or []))
+    ]
+
+
+def rollbacks(changed: list[Change], new: Mapping[str, dict]) -> list[dict]:
+    """Managed node groups moved to an older Kubernetes version or AMI release, which EKS refuses (EKS API
+    Reference, UpdateNodegroupVersion: "You cannot roll back a node group to an earlier Kubernetes version or AMI
+    version"). A new group (another name in the stack file) is created at any release."""
+    refused = []
+    for change in changed:
+        if new[change.urn]["type"] != tokens.EKS_NODE_GROUP:
+            continue
+        for path, old_value, new_value in change.values:
+            older = _older_version(old_value, new_value) if path == "version" else _older_release(old_value, new_value)
+            if path in ("version", "releaseVersion") and older:
+                refused.append(
+                    {
+                        "urn": change.urn,
+                        "why": f"{path} {old_value} -> {new_value} rolls the group back, which EKS refuses; keep "
+                        f"{old_value}, or give the group a new name so that a new group replaces it",
+                    }
+                )
+    return refused
+
+
+def _older_version(old: Any, new: Any) -> bool:
+    if not all(isinstance(v, str) and re.fullmatch(r"\d+\.\d+", v) for v in (old, new)):
+        return False
+    return versions.minor_version(new) < versions.minor_version(old)
+
+
+def _older_release(old: Any, new: Any) -> bool:
+    dates = [RELEASE_VERSION.match(v) if isinstance(v, str) else None for v in (old, new)]
+    return all(dates) and dates[1].group(1) < dates[0].group(1)
+
+
 def monthly_cost(plan: dict) -> dict:
     cost = plan.get("cost") or {}
     return {"busyUsd": cost.get("monthlyUsd"), "idleUsd": cost.get("idleMonthlyUsd")}
@@ -219,6 +276,8 @@ def compare(old_plan: dict, new_plan: dict) -> Impact:
             replace = any(replaces(kind, p) for p in paths)
             dependents = input_dependents(new, urn) if replace else ()
             impact.changed.append(Change(urn, paths, replace, replaced_nodes(kind, paths), values, dependents))
+    impact.drifts = version_drifts(old, new)
+    impact.refused = rollbacks(impact.changed, new)
     gone = [(c.urn, "replaced") for c in impact.changed if c.replace] + [(urn, "removed") for urn in impact.removed]
     for urn, how in sorted(gone):
         kind = (new.get(urn) or old[urn])["type"]

@@ -359,5 +359,7 @@ class PlatformMocks(pulumi.runtime.Mocks):
 
     @staticmethod
     def _addon_version(args: dict) -> dict:
-        # EKS's add-on catalog is not known offline; the answer has the real format and names the mock.
-        return {"id": args.get("addonName"), "addonName": args.get("addonName"), "version": "v0.0.0-eksbuild.preflight"}
+        # EKS's add-on catalog is not known offline; the answer has the real format, names the mock and, as EKS's
+        # default build does, changes with the cluster's version (so a diff shows the add-ons move with it).
+        version = f"v0.0.0-eksbuild.preflight.k8s-{str(args.get('kubernetesVersion')).replace('.', '-')}"
+        return {"id": args.get("addonName"), "addonName": args.get("addonName"), "version": version}

@@ -6,6 +6,7 @@ import json
 from collections import defaultdict
 
 from policies.packs import PACKS
+from preflight import diff
 from preflight.check import CheckResult
 from preflight.engine import Plan
 from trainium_eks import catalog
@@ -115,6 +116,7 @@ def impact(stack: str, against: str, change, current: dict, baseline: dict) -> s
         f"{len(change.changed)} changed ({replaced} replaced, {len(change.changed) - replaced} in place)"
     ]
     lines += [f"  ! DATA LOSS: {names[loss['urn']]} is {loss['how']}: {loss['lost']} goes with it" for loss in change.losses]
+    lines += [f"  ! REFUSED BY EKS: {names[r['urn']]}: {r['why']}" for r in change.refused]
     lines += [f"  + {names[urn]}" for urn in change.added]
     lines += [f"  - {names[urn]}" for urn in change.removed]
     for c in change.changed:
@@ -122,6 +124,7 @@ def impact(stack: str, against: str, change, current: dict, baseline: dict) -> s
         lines.append(f"  {how}: {names[c.urn]}" + (f" ({c.nodes})" if c.nodes else ""))
         lines += [f"      {path}: {_short(old)} -> {_short(new)}" for path, old, new in c.values]
         lines += [f"      changes or breaks with it: {names[urn]}" for urn in c.dependents]
+    lines += [f"  ~  nodes of {names[d['urn']]}: {diff.DRIFT}, as {d['why']}" for d in change.drifts]
     lines.append(_cost_change(change.cost))
     return "\n".join(lines)
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from typing import Any
 
+import yaml
+
 from preflight import engine, stackfile
 
 PROJECT = "trainium-eks"
@@ -70,6 +72,15 @@ def one(resources: list[engine.Resource]) -> engine.Resource:
 
 def by_urn(plan: engine.Plan) -> dict[str, engine.Resource]:
     return {r.urn: r for r in plan.resources}
+
+
+def stack_copy(tmp_path, stack: str, edit) -> str:
+    """A copy of the shipped stack file with ``edit`` applied to its config, as a path for ``--against``."""
+    document = yaml.safe_load((stackfile.REPO_ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    edit(document["config"])
+    path = tmp_path / f"Pulumi.{stack}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return str(path)
 
 
 def run_preflight(*args: str) -> subprocess.CompletedProcess:

@@ -10,7 +10,7 @@ from support import STACKS, node_group_config, run_preflight, settings
 
 from preflight import config_types, stackfile
 from preflight.stackfile import REPO_ROOT
-from trainium_eks import catalog
+from trainium_eks import catalog, versions
 from trainium_eks.config import ConfigError, declarations, parse
 
 GROUP = node_group_config("trn1-32xl", "trn1.32xlarge")
@@ -134,7 +134,19 @@ BAD_INPUTS = [
     ({"trainiumNodeGroups": [{**GROUP, "minSize": None}]}, "trainiumNodeGroups[0].minSize", "fixed number of nodes"),
     ({"nodeImageRelease": "latest"}, "trainium-eks:nodeImageRelease", "floats"),
     ({"nodeImageRelease": "al2023@latest"}, "trainium-eks:nodeImageRelease", "floats"),
-    ({"nodeImageRelease": "v20200101"}, "trainium-eks:nodeImageRelease", "pin one of v20260714"),
+    ({"nodeImageRelease": "v20200101"}, "trainium-eks:nodeImageRelease", "pin one of v20260625"),
+    # Nodes held back during an upgrade: never ahead of the control plane.
+    ({"systemNodeKubernetesVersion": "1.36"}, "trainium-eks:systemNodeKubernetesVersion", 'use "" (kubernetesVersion)'),
+    (
+        {"kubernetesVersion": "1.34", "trainiumNodeKubernetesVersion": "1.35"},
+        "trainium-eks:trainiumNodeKubernetesVersion",
+        "upgrade the control plane first",
+    ),
+    (
+        {"kubernetesVersion": "1.34", "systemNodeKubernetesVersion": "1.35"},
+        "trainium-eks:systemNodeKubernetesVersion",
+        "newer than kubernetesVersion 1.34",
+    ),
     (
         {"trainiumNodeGroups": [{**POOL, "capacityReservation": {**RESERVATION, "type": "capacity-block"}}]},
         "capacityReservation.hourlyUsd",
@@ -286,6 +298,22 @@ def test_node_repair_follows_the_stack_and_can_be_turned_off():
     assert prod.monitoring_agent and prod.repair is not None and prod.repair.max_unhealthy == 2
     off = parse(settings("staging", nodeRepair=False, nodeMonitoringAgent=False).config, stack="staging").node_health
     assert (off.monitoring_agent, off.repair) == (False, None)
+
+
+def test_an_upgrade_holds_each_node_kind_at_its_own_version():
+    cfg = parse(settings("staging", trainiumNodeKubernetesVersion="1.34").config, stack="staging")
+    assert cfg.cluster.kubernetes_version == "1.35"
+    (trainium,) = cfg.trainium_node_groups
+    assert cfg.cluster.system_kubernetes_version == "1.35" and trainium.node_image.kubernetes_version == "1.34"
+    assert trainium.node_image.release_version.startswith("1.34.")
+
+
+def test_a_release_without_a_build_for_the_nodes_version_is_refused(monkeypatch):
+    only_135 = versions.NodeImageRelease(tag="v20260625", kubelet_versions={"1.35": "1.35.6"}, neuron_driver="2.28.0.0")
+    monkeypatch.setitem(versions.NODE_IMAGE_RELEASES, "v20260625", only_135)
+    with pytest.raises(ConfigError, match="v20260625 has no Kubernetes 1.34 build") as caught:
+        parse(settings("staging", trainiumNodeKubernetesVersion="1.34").config, stack="staging")
+    assert caught.value.key == "trainium-eks:nodeImageRelease"
 
 
 def test_efa_defaults_to_what_the_instance_type_supports():

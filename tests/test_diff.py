@@ -6,20 +6,12 @@ import json
 
 import pytest
 import yaml
-from support import evaluate, node_group_config, run_preflight
+from support import evaluate, node_group_config, run_preflight, stack_copy
 
 from preflight import diff
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import catalog
 from trainium_eks.config.stack import DEFAULT_ROOT_VOLUME_GIB
-
-
-def stack_copy(tmp_path, stack: str, edit) -> str:
-    document = yaml.safe_load((REPO_ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
-    edit(document["config"])
-    path = tmp_path / f"Pulumi.{stack}.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return str(path)
 
 
 def stack_groups(stack: str) -> list[dict]:

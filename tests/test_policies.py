@@ -18,6 +18,7 @@ from elastic_mutations import ELASTIC_CASES, SPARED_ELASTIC
 from policy_mutations import MANAGED_GROUP_AND_PLATFORM_CASES, SPARED_MANAGED, Case, plan_of, resource, trainium_node_group
 from support import STACKS, cached_plan
 from team_mutations import TEAM_CASES
+from upgrade_mutations import UPGRADE_CASES
 
 from policies.packs import PACKS
 from policies.rules.security import ECR
@@ -35,7 +36,9 @@ def merged(*tables: dict[str, list[Case]]) -> dict[str, list[Case]]:
     return together
 
 
-MUTATIONS = merged(MANAGED_GROUP_AND_PLATFORM_CASES, ELASTIC_CASES, DEPLOY_PATH_CASES, ACCESS_PATH_CASES, TEAM_CASES)
+MUTATIONS = merged(
+    MANAGED_GROUP_AND_PLATFORM_CASES, ELASTIC_CASES, DEPLOY_PATH_CASES, ACCESS_PATH_CASES, TEAM_CASES, UPGRADE_CASES
+)
 SPARED = merged(SPARED_MANAGED, SPARED_ELASTIC)
 
 

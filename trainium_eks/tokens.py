@@ -31,6 +31,7 @@ EKS_ACCESS_POLICY_ASSOCIATION = "aws:eks/accessPolicyAssociation:AccessPolicyAss
 EKS_ADDON = "aws:eks/addon:Addon"
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
 EKS_COMPONENT_CLUSTER = "eks:index:Cluster"
+EKS_CLUSTERS = (EKS_CLUSTER, EKS_COMPONENT_CLUSTER)  # the control plane, created directly or by the eks component
 EKS_GET_ADDON_VERSION = "aws:eks/getAddonVersion:getAddonVersion"
 EKS_GET_CLUSTERS = "aws:eks/getClusters:getClusters"
 EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"

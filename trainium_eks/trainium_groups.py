@@ -9,6 +9,7 @@ and one estimate prices both.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from trainium_eks import catalog, tokens
@@ -28,6 +29,11 @@ ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
 def _whole(value) -> int | None:
     known_number = number(value)
     return None if known_number is None else int(known_number)
+
+
+NEURON_AMI_ALIAS_FAMILY = "al2023"
+RELEASE_VERSION = re.compile(r"^\d+\.\d+\.\d+-(\d{8})$")  # EKS: k8s_major.k8s_minor.k8s_patch-release_date
+PINNED_ALIAS = re.compile(rf"^{NEURON_AMI_ALIAS_FAMILY}@v(\d{{8}})$")
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,29 @@ class TrainiumGroup:
         if self.template is None:
             return []
         return self.template.linked("spec" if self.elastic else prop, type_)
+
+    def ami_aliases(self) -> list | None:
+        """An elastic pool's amiSelectorTerms aliases; None while a preview does not know them."""
+        terms = dig(self.template.props, "spec", "amiSelectorTerms") if self.template is not None else None
+        if not known(terms):
+            return None
+        return [t.get("alias") for t in terms or [] if isinstance(t, dict)]
+
+    def pinned_release(self) -> tuple[str | None, str] | None:
+        """The amazon-eks-ami release date the group pins (None: it pins none) and how the group spells its image;
+        None while a preview does not know. A managed group pins it as ``releaseVersion`` (``<kubelet>-<date>``), a
+        pool as an ``al2023@v<date>`` alias."""
+        if self.elastic:
+            aliases = self.ami_aliases()
+            if aliases is None:
+                return None
+            match = PINNED_ALIAS.match(aliases[0]) if len(aliases) == 1 and isinstance(aliases[0], str) else None
+            return (match.group(1) if match else None), f"alias {', '.join(map(str, aliases)) or '(none)'}"
+        release = self.node.props.get("releaseVersion")
+        if is_unknown(release):
+            return None
+        match = RELEASE_VERSION.match(release) if isinstance(release, str) else None
+        return (match.group(1) if match else None), f"releaseVersion {release or 'unset (the day latest)'}"
 
     @property
     def region(self) -> str | None:

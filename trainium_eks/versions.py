@@ -29,16 +29,57 @@ class NodeImageRelease:
     neuron_driver: str  # the aws-neuronx-dkms package of the AL2023 Neuron AMI
 
 
-# awslabs/amazon-eks-ami CHANGELOG.md, "AMI Release v20260714" (tagged 2026-07-13): AL2023_x86_64_NEURON for
-# Kubernetes 1.35 is release 1.35.6-20260714 and for 1.34 1.34.9-20260714, both with aws-neuronx-dkms 2.29.0.0 and
-# efa 3.1.0. It is the newest release the CHANGELOG describes (v20260724 is tagged without an entry), so the newest
-# whose Neuron driver is known.
+# awslabs/amazon-eks-ami CHANGELOG.md (commit 81fec2e8, 2026-07-23), the AL2023_x86_64_NEURON columns:
+# - "AMI Release v20260625": Kubernetes 1.35 release 1.35.6-20260625 and 1.34 1.34.9-20260625, aws-neuronx-dkms
+#   2.28.0.0 and efa 3.0.0: the driver of Neuron SDK 2.30, whose runtime the training image ships;
+# - "AMI Release v20260714" (tagged 2026-07-13): 1.35.6-20260714 and 1.34.9-20260714, aws-neuronx-dkms 2.29.0.0 and
+#   efa 3.1.0, the newest release the CHANGELOG describes (v20260724 is tagged without an entry). Its driver needs a
+#   newer runtime than the training image's (TRAINING_RUNTIME), so the policy trainium-neuron-driver-compatible
+#   refuses it until the image moves.
 NODE_IMAGE_RELEASES = {
     release.tag: release
     for release in (
+        NodeImageRelease(tag="v20260625", kubelet_versions={"1.34": "1.34.9", "1.35": "1.35.6"}, neuron_driver="2.28.0.0"),
         NodeImageRelease(tag="v20260714", kubelet_versions={"1.34": "1.34.9", "1.35": "1.35.6"}, neuron_driver="2.29.0.0"),
     )
 }
+DEFAULT_NODE_IMAGE_RELEASE = "v20260625"
+
+
+def node_image_release(date: str) -> NodeImageRelease | None:
+    """The release dated ``date`` (``20260625``, as a releaseVersion or an ``al2023@v<date>`` alias spells it)."""
+    return NODE_IMAGE_RELEASES.get(f"v{date}")
+
+
+def minor_version(version: str) -> tuple[int, int]:
+    """``1.35`` or ``2.29.0.0`` as (major, minor), to compare versions in order."""
+    major, minor, *_ = version.split(".")
+    return int(major), int(minor)
+
+
+@dataclass(frozen=True)
+class NeuronRuntime:
+    """The Neuron runtime library an image ships, and the host drivers (aws-neuronx-dkms) it initialises on."""
+
+    sdk: str
+    library: str
+    oldest_driver: str  # major.minor
+    first_incompatible_driver: str  # major.minor: this driver and later need a newer runtime
+
+    def runs_on(self, driver: str) -> bool:
+        return minor_version(self.oldest_driver) <= minor_version(driver) < minor_version(self.first_incompatible_driver)
+
+    @property
+    def drivers(self) -> str:
+        return f"{self.oldest_driver} up to, not including, {self.first_incompatible_driver}"
+
+
+# The training image's (training/Dockerfile: pytorch-training-neuronx ... sdk2.30.0). aws-neuron/aws-neuron-sdk
+# release-notes/components/runtime.rst (commit 81ce03ae, 2026-08-21): Neuron 2.30.0's runtime library is 2.32.31.0,
+# which "is not backward-compatible with Neuron Driver 2.26 or earlier"; and in Neuron 2.31.0's known issues,
+# "Neuron Driver 2.29 requires Neuron Runtime Library 2.33 or later. Upgrading the Driver without also upgrading the
+# Runtime Library will cause nrt_init() to fail."
+TRAINING_RUNTIME = NeuronRuntime(sdk="2.30.0", library="2.32.31.0", oldest_driver="2.27", first_incompatible_driver="2.29")
 
 
 @dataclass(frozen=True)

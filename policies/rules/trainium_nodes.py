@@ -9,18 +9,14 @@ publishes an AMI). Both name the amazon-eks-ami release by its date.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from policies.rules import Violation, describe
-from trainium_eks import layout
+from trainium_eks import layout, versions
 from trainium_eks.graph import Graph, dig, is_unknown, known
-from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
+from trainium_eks.trainium_groups import NEURON_AMI_ALIAS_FAMILY, TrainiumGroup, trainium_groups
 
 NEURON_AMI_TYPES = ("AL2023_x86_64_NEURON",)
-NEURON_AMI_ALIAS_FAMILY = "al2023"
-RELEASE_VERSION = re.compile(r"^\d+\.\d+\.\d+-(\d{8})$")  # EKS: k8s_major.k8s_minor.k8s_patch-release_date
-PINNED_ALIAS = re.compile(rf"^{NEURON_AMI_ALIAS_FAMILY}@v(\d{{8}})$")
 NEURON_TAINT = (layout.NEURON_TAINT_KEY, layout.NEURON_TAINT_VALUE)
 TAINT_EFFECTS = (layout.NEURON_TAINT_EFFECT_EKS, layout.NEURON_TAINT_EFFECT_K8S)
 
@@ -59,33 +55,10 @@ def _elastic_neuron_ami(group: TrainiumGroup) -> Iterator[Violation]:
         )
 
 
-def _aliases(group: TrainiumGroup) -> list | None:
-    terms = dig(group.template.props, "spec", "amiSelectorTerms") if group.template is not None else None
-    if not known(terms):
-        return None
-    return [t.get("alias") for t in terms or [] if isinstance(t, dict)]
-
-
-def _release_date(group: TrainiumGroup) -> tuple[str | None, str] | None:
-    """The amazon-eks-ami release date the group pins (None: it pins none) and how the group spells its image; None
-    while a preview does not know."""
-    if group.elastic:
-        aliases = _aliases(group)
-        if aliases is None:
-            return None
-        match = PINNED_ALIAS.match(aliases[0]) if len(aliases) == 1 and isinstance(aliases[0], str) else None
-        return (match.group(1) if match else None), f"alias {', '.join(map(str, aliases)) or '(none)'}"
-    release = group.node.props.get("releaseVersion")
-    if is_unknown(release):
-        return None
-    match = RELEASE_VERSION.match(release) if isinstance(release, str) else None
-    return (match.group(1) if match else None), f"releaseVersion {release or 'unset (the day latest)'}"
-
-
 def node_image_pinned(graph: Graph, config: dict) -> Iterator[Violation]:
     pinned = {}
     for group in trainium_groups(graph):
-        image = _release_date(group)
+        image = group.pinned_release()
         if image is None:
             continue
         date, spelled = image
@@ -106,6 +79,31 @@ def node_image_pinned(graph: Graph, config: dict) -> Iterator[Violation]:
                     f"{describe(resource)} pins node image release v{date} while other Trainium groups pin "
                     f"{', '.join('v' + d for d in sorted(pinned) if d != date)}; give every group the stack's one release",
                 )
+
+
+def neuron_driver_compatible(graph: Graph, config: dict) -> Iterator[Violation]:
+    """The Neuron driver of the release a group boots must be one the training image's runtime initialises on
+    (``versions.TRAINING_RUNTIME``): a mismatch fails ``nrt_init`` on every node, whatever the job."""
+    runtime = versions.TRAINING_RUNTIME
+    for group in trainium_groups(graph):
+        image = group.pinned_release()
+        if image is None or image[0] is None:
+            continue  # a preview's unknown, or no pin at all, which trainium-node-image-pinned reports
+        blamed = group.template if group.elastic else group.node
+        release = versions.node_image_release(image[0])
+        if release is None:
+            yield Violation(
+                blamed.urn,
+                f"{describe(blamed)} boots node image release v{image[0]}, whose Neuron driver trainium_eks/versions.py "
+                f"does not record; pin one of {', '.join(versions.NODE_IMAGE_RELEASES)} so that its driver is checked",
+            )
+        elif not runtime.runs_on(release.neuron_driver):
+            yield Violation(
+                blamed.urn,
+                f"{describe(blamed)} boots node image release {release.tag} with Neuron driver {release.neuron_driver}, but "
+                f"the training image's runtime {runtime.library} (Neuron SDK {runtime.sdk}) initialises on drivers "
+                f"{runtime.drivers}; pin a release whose driver it runs on, or move the image to a runtime for this driver",
+            )
 
 
 def neuron_taint(graph: Graph, config: dict) -> Iterator[Violation]:

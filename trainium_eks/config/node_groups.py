@@ -11,21 +11,38 @@ from trainium_eks.config.checks import NODE_GROUP_NAME_MAX, Key, check, scaling
 from trainium_eks.config.stack import DEFAULT_IDLE_MINUTES, NodeGroupInput, StackInput
 
 
-def _node_image(s: StackInput, key: Key) -> p.NodeImage:
-    release = versions.NODE_IMAGE_RELEASES[s.node_image_release]
-    kubelet = release.kubelet_versions.get(s.kubernetes_version)
+def node_kubernetes_version(s: StackInput, key: Key, version_key: str, held_at: str) -> str:
+    """A node kind's Kubernetes version (``version_key``; "" follows the cluster's). EKS refuses nodes newer than the
+    control plane (EKS User Guide, "Update a managed node group for your cluster": "The version that you update to
+    can't be greater than the control plane's version")."""
+    version = held_at or s.kubernetes_version
     check(
-        kubelet is not None,
-        key("nodeImageRelease"),
-        f"{release.tag} has no Kubernetes {s.kubernetes_version} build",
-        "pin a release built for it: "
-        + ", ".join(r.tag for r in versions.NODE_IMAGE_RELEASES.values() if s.kubernetes_version in r.kubelet_versions),
+        versions.minor_version(version) <= versions.minor_version(s.kubernetes_version),
+        key(version_key),
+        f"{version} is newer than kubernetesVersion {s.kubernetes_version}",
+        f'upgrade the control plane first: set kubernetesVersion to {version}, or this key to "" or an older version',
     )
-    return p.NodeImage(release.tag, kubelet)
+    return version
+
+
+def _node_image(s: StackInput, key: Key) -> p.NodeImage:
+    """The pinned release at the Trainium groups' version; it must also have a build for the control plane's, which
+    elastic pools follow."""
+    version = node_kubernetes_version(s, key, "trainiumNodeKubernetesVersion", s.trainium_node_kubernetes_version)
+    release = versions.NODE_IMAGE_RELEASES[s.node_image_release]
+    for needed in dict.fromkeys((s.kubernetes_version, version)):
+        check(
+            needed in release.kubelet_versions,
+            key("nodeImageRelease"),
+            f"{release.tag} has no Kubernetes {needed} build",
+            "pin a release built for it: "
+            + ", ".join(r.tag for r in versions.NODE_IMAGE_RELEASES.values() if needed in r.kubelet_versions),
+        )
+    return p.NodeImage(release.tag, version, release.kubelet_versions[version])
 
 
 def node_groups(s: StackInput, cluster_name: str, region: str, key: Key) -> tuple[p.TrainiumNodeGroupConfig, ...]:
-    node_image = _node_image(s, key)
+    image = _node_image(s, key)
     groups, names = [], set()
     for index, group in enumerate(s.trainium_node_groups):
 
@@ -40,7 +57,7 @@ def node_groups(s: StackInput, cluster_name: str, region: str, key: Key) -> tupl
             f"'{cluster_name}-{group.name}' is longer than EKS's {NODE_GROUP_NAME_MAX} characters",
             "use a shorter node group (or stack) name",
         )
-        groups.append(_node_group(group, s.trainium_az_id, region, node_image, at))
+        groups.append(_node_group(group, s.trainium_az_id, region, image, at))
     return tuple(groups)
 
 

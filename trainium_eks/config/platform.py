@@ -29,10 +29,12 @@ class CapacityReservation:
 
 @dataclass(frozen=True)
 class NodeImage:
-    """The one EKS-optimised AL2023 release every Trainium node of the stack boots, whichever provisions it."""
+    """The EKS-optimised AL2023 release the Trainium nodes boot (one release for all of them, whichever kind
+    provisions them) at the Kubernetes version the managed groups run."""
 
-    release: str  # the amazon-eks-ami release tag, e.g. v20260714
-    kubelet_version: str  # that release's kubelet for the cluster's Kubernetes version, e.g. 1.35.0
+    release: str  # the amazon-eks-ami release tag, e.g. v20260625
+    kubernetes_version: str  # the group's: kubernetesVersion, or the version it is held at during an upgrade
+    kubelet_version: str  # that release's kubelet for kubernetes_version, e.g. 1.35.6
 
     @property
     def release_version(self) -> str:
@@ -116,6 +118,7 @@ class ClusterConfig:
     admin_principal_arns: tuple[str, ...]
     system_instance_type: str
     system_scaling: Scaling
+    system_kubernetes_version: str  # kubernetes_version, or the version the system nodes are held at in an upgrade
 
 
 @dataclass(frozen=True)

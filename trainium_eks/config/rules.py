@@ -14,7 +14,7 @@ from trainium_eks.config import platform as p
 from trainium_eks.config.addresses import nodes_fit
 from trainium_eks.config.checks import NODE_GROUP_NAME_MAX, Key, check, scaling
 from trainium_eks.config.fields import ECR_NAME
-from trainium_eks.config.node_groups import node_groups
+from trainium_eks.config.node_groups import node_groups, node_kubernetes_version
 from trainium_eks.config.stack import StackInput
 from trainium_eks.config.teams import teams
 
@@ -155,6 +155,7 @@ def _cluster(s: StackInput, name: str, key: Key) -> p.ClusterConfig:
         tuple(s.cluster_admin_principal_arns),
         s.system_node_instance_type,
         scaling(system_key, s.system_node_min_size, s.system_node_desired_size, s.system_node_max_size),
+        node_kubernetes_version(s, key, "systemNodeKubernetesVersion", s.system_node_kubernetes_version),
     )
 
 

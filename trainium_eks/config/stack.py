@@ -44,6 +44,13 @@ NodeCount = f.Integer  # the order of min, desired and max is a rule across fiel
 RepairCount = Annotated[f.Integer, f.rule(lambda v: v >= 1, "{value} is below 1", "use a count of 1 or more")]
 
 
+NodeKubernetesVersion = f.one_of(
+    ("", *versions.SUPPORTED_KUBERNETES_VERSIONS),
+    'use "" (kubernetesVersion) or one of ' + ", ".join(versions.SUPPORTED_KUBERNETES_VERSIONS),
+    what="a supported Kubernetes version",
+)
+
+
 class CapacityReservationInput(Strict):
     type: f.one_of(("odcr", "capacity-block"), "use odcr or capacity-block")
     id: f.matching(f.RESERVATION_ID, "'{value}' is not a capacity reservation ID", "use the cr-... ID")
@@ -135,6 +142,10 @@ class StackInput(Strict):
             "pin one of " + ", ".join(versions.NODE_IMAGE_RELEASES),
         ),
     ] = Field(alias="nodeImageRelease")
+    # The nodes' Kubernetes version during an upgrade: "" follows kubernetesVersion; an older supported version holds
+    # the managed groups on it while the control plane and add-ons move first (README, "Upgrading").
+    system_node_kubernetes_version: NodeKubernetesVersion = Field(alias="systemNodeKubernetesVersion")
+    trainium_node_kubernetes_version: NodeKubernetesVersion = Field(alias="trainiumNodeKubernetesVersion")
     endpoint_public_access: f.Boolean = Field(alias="endpointPublicAccess")
     public_access_cidrs: Annotated[
         list[f.PublicCidr],

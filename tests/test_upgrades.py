@@ -1,0 +1,122 @@
+"""A Kubernetes upgrade as the README's "Upgrading" walks it: each step a stack-file edit whose diff shows what it
+replaces, and whose plan every pack accepts."""
+
+from __future__ import annotations
+
+import pytest
+from support import evaluate, run_preflight, stack_copy
+
+from preflight import check, diff
+from trainium_eks import layout, tokens, versions
+
+OLD, NEW = "1.34", "1.35"
+STEPS = {
+    "before": {"kubernetesVersion": OLD},
+    "control plane and add-ons": {
+        "kubernetesVersion": NEW,
+        "systemNodeKubernetesVersion": OLD,
+        "trainiumNodeKubernetesVersion": OLD,
+    },
+    "system nodes": {"kubernetesVersion": NEW, "trainiumNodeKubernetesVersion": OLD},
+    "trainium nodes": {"kubernetesVersion": NEW},
+}
+
+
+def walk(stack: str) -> dict[str, dict]:
+    return {step: evaluate(stack, **overrides).to_json() for step, overrides in STEPS.items()}
+
+
+def changes(plans: dict[str, dict], step: str) -> tuple[diff.Impact, dict[str, diff.Change]]:
+    names = list(plans)
+    before = plans[names[names.index(step) - 1]]
+    impact = diff.compare(before, plans[step])
+    return impact, {c.urn: c for c in impact.changed}
+
+
+def of_type(changed: dict[str, diff.Change], plan: dict, resource_type: str) -> dict[str, diff.Change]:
+    types = {r["urn"]: r["type"] for r in plan["resources"]}
+    return {urn: c for urn, c in changed.items() if types[urn] == resource_type}
+
+
+def node_groups(plan: dict, role: str) -> dict[str, dict]:
+    """The node groups whose nodes carry ``trainium-eks/node-role=<role>`` (system or trainium), by URN."""
+    return {
+        r["urn"]: r["inputs"]
+        for r in plan["resources"]
+        if r["type"] == tokens.EKS_NODE_GROUP and r["inputs"]["labels"][layout.NODE_ROLE_LABEL] == role
+    }
+
+
+@pytest.fixture(scope="module")
+def prod() -> dict[str, dict]:
+    return walk("prod")
+
+
+@pytest.fixture(scope="module")
+def staging() -> dict[str, dict]:
+    return walk("staging")
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+def test_every_step_of_the_upgrade_passes_every_pack(prod, step):
+    result = check.check_plan(prod[step], check.load_policy_config("prod"), f"prod-{step}.json")
+    assert not result.mandatory, result.mandatory
+
+
+def test_the_control_plane_step_moves_the_cluster_and_its_add_ons_and_no_node(prod):
+    impact, changed = changes(prod, "control plane and add-ons")
+    plan = prod["control plane and add-ons"]
+    (cluster,) = of_type(changed, plan, tokens.EKS_COMPONENT_CLUSTER).values()
+    assert ("version", OLD, NEW) in cluster.values and not cluster.replace
+    addons = of_type(changed, plan, tokens.EKS_ADDON)
+    assert addons and all(c.paths == ("addonVersion",) and not c.replace for c in addons.values())
+    assert not any(c.nodes for c in impact.changed), "no node is replaced while the nodes are held"
+    assert not impact.losses and not impact.added and not impact.removed
+
+
+def test_the_system_step_rolls_the_system_nodes_only(prod):
+    impact, changed = changes(prod, "system nodes")
+    (system,) = changed.values()
+    assert system.urn in node_groups(prod["system nodes"], layout.SYSTEM_NODE_ROLE) and system.nodes == diff.ROLLING
+    assert system.values == (("version", OLD, NEW),)
+
+
+def test_the_trainium_step_rolls_each_trainium_group_onto_the_pinned_release_and_ends_where_a_fresh_stack_starts(prod):
+    impact, changed = changes(prod, "trainium nodes")
+    trainium = node_groups(prod["trainium nodes"], layout.TRAINIUM_NODE_ROLE)
+    assert trainium and set(changed) == set(trainium)
+    assert all(c.nodes == diff.ROLLING and not c.replace for c in changed.values())
+    release = versions.NODE_IMAGE_RELEASES[versions.DEFAULT_NODE_IMAGE_RELEASE]
+    pinned = f"{release.kubelet_versions[NEW]}-{release.tag.removeprefix('v')}"
+    assert all((inputs["version"], inputs["releaseVersion"]) == (NEW, pinned) for inputs in trainium.values())
+    fresh = evaluate("prod", kubernetesVersion=NEW).to_json()
+    assert not diff.compare(fresh, prod["trainium nodes"]).changed
+
+
+def test_elastic_pools_follow_the_control_plane_by_drift_and_the_diff_says_so(staging):
+    impact, _ = changes(staging, "control plane and add-ons")
+    node_classes = [r["urn"] for r in staging["before"]["resources"] if r["type"] == tokens.KARPENTER_NODE_CLASS]
+    assert node_classes and [d["urn"] for d in impact.drifts] == sorted(node_classes)
+    assert all(NEW in d["why"] for d in impact.drifts)
+    later, _ = changes(staging, "trainium nodes")
+    assert not later.drifts, "holding managed groups back changes nothing for the pools"
+
+
+def test_diff_prints_the_pools_drift_on_a_control_plane_upgrade(tmp_path):
+    baseline = stack_copy(tmp_path, "staging", lambda config: config.update({"trainium-eks:kubernetesVersion": OLD}))
+    text = run_preflight("diff", "staging", "--against", baseline).stdout
+    assert f'version: "{OLD}" -> "{NEW}"' in text
+    assert "nodes of kubernetes:karpenter.k8s.aws/v1:EC2NodeClass" in text and f"Kubernetes {NEW} build" in text
+
+
+def test_moving_a_managed_group_to_an_older_release_or_version_is_reported_as_refused(prod, tmp_path):
+    newer = next(tag for tag in versions.NODE_IMAGE_RELEASES if tag > versions.DEFAULT_NODE_IMAGE_RELEASE)
+    impact = diff.compare(evaluate("prod", nodeImageRelease=newer).to_json(), evaluate("prod").to_json())
+    trainium = node_groups(evaluate("prod").to_json(), layout.TRAINIUM_NODE_ROLE)
+    assert {r["urn"] for r in impact.refused} == set(trainium)
+    assert all("new name" in r["why"] for r in impact.refused)
+    back = diff.compare(evaluate("prod").to_json(), evaluate("prod", trainiumNodeKubernetesVersion=OLD).to_json())
+    assert {r["urn"] for r in back.refused} == set(trainium) and all(f"version {NEW} -> {OLD}" in r["why"] for r in back.refused)
+    assert not any(changes(prod, step)[0].refused for step in list(STEPS)[1:]), "an upgrade's steps go forward"
+    baseline = stack_copy(tmp_path, "prod", lambda config: config.update({"trainium-eks:nodeImageRelease": newer}))
+    assert "REFUSED BY EKS" in run_preflight("diff", "prod", "--against", baseline).stdout
