@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.network import outbound_https_only_group
+from components.https_groups import https_group
 
 # Burstable arm64 with 0.5 GiB: the session agent forwards bytes and does nothing else. Standard credits: a T4g
 # launches "unlimited" by default and would bill surplus credits (EC2 User Guide, "Burstable performance instances").
@@ -93,7 +93,7 @@ class ApiAccessHost(pulumi.ComponentResource):
 
         # No ingress at all: sessions come in over the agent's own outbound connection, to Systems Manager (through
         # the NAT gateway); the API endpoint's security group admits this one on 443.
-        security_group = outbound_https_only_group(
+        security_group = https_group(
             f"{name}-host",
             group_name=host_name,
             description=f"{host_name}: Session Manager host, outbound HTTPS only",

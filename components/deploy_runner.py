@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.network import outbound_https_only_group
+from components.https_groups import https_group
 from trainium_eks import versions
 from trainium_eks.config import BOOTSTRAP_VARIABLE, DeployRunnerConfig
 
@@ -128,7 +128,7 @@ class DeployRunner(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         # A runner only calls out (GitHub, Pulumi Cloud, package registries, AWS APIs, the cluster API), over HTTPS.
-        security_group = outbound_https_only_group(
+        security_group = https_group(
             f"{name}-runner",
             group_name=cfg.project_name,
             description=f"CodeBuild runner {cfg.project_name}: outbound HTTPS only",

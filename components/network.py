@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.endpoints import EndpointsArgs, EndpointService, VpcEndpoints
 from trainium_eks import layout
 from trainium_eks.config import NetworkConfig
 
@@ -27,36 +28,15 @@ class DeployTimeCheckError(pulumi.RunError):
     """Raised when AWS, asked at deploy time, contradicts the configuration."""
 
 
-HTTPS = 443
-
-
-def outbound_https_only_group(
-    name: str, *, group_name: str, description: str, vpc_id: pulumi.Input[str], tags: Mapping[str, str], parent: pulumi.Resource
-) -> aws.ec2.SecurityGroup:
-    """A security group for a host that only calls out: no ingress rule, egress on TCP 443 alone. DNS goes to the
-    VPC resolver, which security groups do not filter."""
-    child = pulumi.ResourceOptions(parent=parent)
-    group = aws.ec2.SecurityGroup(name, description=description, vpc_id=vpc_id, tags={**tags, "Name": group_name}, opts=child)
-    aws.vpc.SecurityGroupEgressRule(
-        f"{name}-https",
-        security_group_id=group.id,
-        ip_protocol="tcp",
-        from_port=HTTPS,
-        to_port=HTTPS,
-        cidr_ipv4="0.0.0.0/0",
-        description="HTTPS out",
-        tags=dict(tags),
-        opts=child,
-    )
-    return group
-
-
 @dataclass(frozen=True)
 class NetworkArgs:
     config: NetworkConfig
     cluster_name: str
     trainium_instance_types: Sequence[str]
     tags: Mapping[str, str]
+    region: str
+    # The interface endpoints of the VPC the platform creates (components/endpoints.py); an adopted VPC keeps its own.
+    endpoint_services: Sequence[EndpointService] = ()
 
 
 def subnet_cidrs(vpc_cidr: str, az_count: int) -> tuple[list[str], list[str]]:
@@ -223,7 +203,7 @@ class Network(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
                 )
             )
-        self.private_routing = []
+        self.private_routing, route_tables = [], []
         for i, private in enumerate(private_subnets):
             role = "trainium" if i == 0 else f"az{i}"
             route_table = aws.ec2.RouteTable(
@@ -233,12 +213,26 @@ class Network(pulumi.ComponentResource):
                 tags={**tags, "Name": f"{args.cluster_name}-private-{role}"},
                 opts=child,
             )
+            route_tables.append(route_table)
             self.private_routing.append(
                 aws.ec2.RouteTableAssociation(
                     f"{name}-private-{role}", subnet_id=private.id, route_table_id=route_table.id, opts=child
                 )
             )
 
+        VpcEndpoints(
+            f"{name}-endpoints",
+            EndpointsArgs(
+                region=args.region,
+                vpc_id=vpc.id,
+                vpc_cidr=cfg.vpc_cidr,
+                subnet_id=private_subnets[0].id,
+                route_table_ids=[table.id for table in route_tables],
+                services=args.endpoint_services,
+                tags=tags,
+            ),
+            opts=child,
+        )
         self.vpc_id = vpc.id
         self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private_subnets])
         self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public_subnets])

@@ -10,19 +10,25 @@ metadata service, so no other pod can take the node role's credentials. The pods
 without host networking, the EBS and FSx CSI node plugins, read it from the Kubernetes API when IMDS is out of
 reach (both drivers' metadata code), and the controllers on service-account roles get their region from the
 EKS pod identity webhook's AWS_REGION. An encrypted gp3 root volume; tags on instances, volumes and interfaces.
-No AMI and no user data in the launch template: the managed node group's AMI type and release version let EKS
-supply the image and the nodeadm bootstrap; Karpenter resolves its pinned alias and writes the nodeadm config.
+
+No AMI in the launch template: the managed node group's AMI type and release version let EKS supply the image,
+Karpenter resolves its pinned alias. What the nodes' nodeadm adds to its bootstrap is one NodeConfig document
+(``node_config``) in a MIME part of the user data, which EKS and Karpenter each merge with their own NodeConfig (the
+cluster's details): the instance store as one RAID0 array under containerd's and the kubelet's directories
+(``localStorage``), and image layers pulled and unpacked in parallel (``FastImagePull``). Karpenter is also told of
+the RAID0 array (``instanceStorePolicy``), so that it counts the instance store as the node's ephemeral storage.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 
-from trainium_eks import layout
+from trainium_eks import layout, nodeadm
 from trainium_eks.catalog import NetworkInterfaceSlot
 from trainium_eks.config import CapacityReservation
 
@@ -48,6 +54,8 @@ class NodeTemplate:
     placement_group_name: pulumi.Input[str] | None = None
     capacity_reservation: CapacityReservation | None = None
     instance_tags: Mapping[str, str] = field(default_factory=dict)
+    local_storage_raid0: bool = False  # the type has NVMe instance store: containerd and the kubelet go on it
+    fast_image_pull: bool = False  # the pinned node image's nodeadm has the FastImagePull gate
 
     @property
     def propagated_tags(self) -> dict[str, str]:
@@ -57,6 +65,12 @@ class NodeTemplate:
     @property
     def capacity_block(self) -> bool:
         return self.capacity_reservation is not None and self.capacity_reservation.kind == "capacity-block"
+
+
+def user_data(template: NodeTemplate) -> str | None:
+    """The nodeadm settings of ``template``'s nodes as user data (``trainium_eks.nodeadm``); None: nothing to add."""
+    config = nodeadm.node_config(local_storage_raid0=template.local_storage_raid0, fast_image_pull=template.fast_image_pull)
+    return nodeadm.user_data(config) if config else None
 
 
 def reservation_facts(reservation: CapacityReservation | None) -> dict[str, str]:
@@ -90,10 +104,12 @@ def launch_template(name: str, template: NodeTemplate, parent: pulumi.Resource) 
     reservation = template.capacity_reservation
     tags = {**dict(template.tags), **reservation_facts(reservation)}
     interfaces = [_launch_template_interface(slot, template.security_group_ids) for slot in template.interfaces]
+    bootstrap = user_data(template)
     return aws.ec2.LaunchTemplate(
         name,
         description=template.description,
         update_default_version=True,
+        user_data=base64.b64encode(bootstrap.encode()).decode() if bootstrap else None,  # EC2 takes it base64-encoded
         metadata_options={
             "http_endpoint": IMDS_ENDPOINT,
             "http_tokens": IMDS_TOKENS,
@@ -165,6 +181,11 @@ def ec2_node_class_spec(template: NodeTemplate, *, role: pulumi.Input[str], subn
         ]
     if template.placement_group_name:
         spec["placementGroupSelector"] = {"name": template.placement_group_name}
+    if template.local_storage_raid0:
+        spec["instanceStorePolicy"] = nodeadm.RAID0
+    bootstrap = user_data(template)
+    if bootstrap:
+        spec["userData"] = bootstrap  # Karpenter takes it as text
     if template.capacity_reservation:
         spec["capacityReservationSelectorTerms"] = [{"id": template.capacity_reservation.reservation_id}]
     return spec

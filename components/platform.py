@@ -13,6 +13,7 @@ from components.api_access import PORT_FORWARDING_DOCUMENT, ApiAccessArgs, ApiAc
 from components.cluster import Cluster, ClusterArgs
 from components.deploy_runner import DeployRunner, DeployRunnerArgs, refuse_an_existing_cluster
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
+from components.endpoints import endpoint_services
 from components.karpenter import Karpenter, KarpenterArgs
 from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
@@ -56,6 +57,11 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 cluster_name=config.cluster.name,
                 trainium_instance_types=[g.instance_type for g in config.trainium_node_groups],
                 tags=tags,
+                region=config.region,
+                endpoint_services=endpoint_services(
+                    elastic=any(g.elastic for g in config.trainium_node_groups),
+                    cloudwatch=config.monitoring.cloudwatch_observability,
+                ),
             ),
             opts=child,
         )

@@ -22,7 +22,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.node_template import NodeTemplate, ec2_node_class_spec, launch_template, reservation_facts
-from trainium_eks import layout
+from trainium_eks import layout, versions
 from trainium_eks.config import NodeRepair, TrainiumNodeGroupConfig
 
 NEURON_AMI_TYPE = "AL2023_x86_64_NEURON"  # EKS-optimised AL2023 with the Neuron and EFA drivers
@@ -171,6 +171,8 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
             placement_group_name=self.placement_group.name if self.placement_group else None,
             capacity_reservation=group.capacity_reservation,
             instance_tags={"Name": f"{group.name}"},
+            local_storage_raid0=group.spec.instance_store_gb > 0,
+            fast_image_pull=versions.NODE_IMAGE_RELEASES[group.node_image.release].fast_image_pull,
         )
         if group.elastic:
             if args.elastic is None:

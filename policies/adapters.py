@@ -19,31 +19,37 @@ from pulumi_policy import (
 from pulumi_policy.proxy import UnknownValueError
 
 from policies.rules import Violation
+from trainium_eks import sdk_internals
 from trainium_eks.graph import Graph, Node
 
 ResourceRule = Callable[[Node, dict], Iterable[Violation]]
 StackRule = Callable[[Graph, dict], Iterable[Violation]]
 
 
+SCALARS = (str, int, float, bool, type(None))
+
+
 def plain(value: Any) -> Any:
-    """A policy SDK proxy as plain dicts and lists, with each unknown value replaced by its sentinel."""
-    if isinstance(value, Mapping):
-        items = {}
-        for key in value:
-            try:
-                items[key] = plain(value[key])
-            except UnknownValueError as unknown:
-                items[key] = unknown.unknown_type_sentinel
-        return items
+    """A policy SDK proxy as plain dicts and lists, in which each unknown value is its sentinel."""
+    if type(value) in SCALARS:
+        return value
+    value = sdk_internals.proxy_target(value)  # the unknown-checking proxies, read without an exception per unknown
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    if isinstance(value, Mapping):  # the SDK's other wrappers (a remediation's secrets proxy), read item by item
+        return {key: _read(value, key) for key in value}
     if isinstance(value, Sequence) and not isinstance(value, str):
-        elements = []
-        for index in range(len(value)):
-            try:
-                elements.append(plain(value[index]))
-            except UnknownValueError as unknown:
-                elements.append(unknown.unknown_type_sentinel)
-        return elements
+        return [_read(value, index) for index in range(len(value))]
     return value
+
+
+def _read(container: Any, key: Any) -> Any:
+    try:
+        return plain(container[key])
+    except UnknownValueError as unknown:
+        return unknown.unknown_type_sentinel
 
 
 def _node(resource) -> Node:

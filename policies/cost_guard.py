@@ -1,4 +1,5 @@
-"""Pack cost-guard: Trainium node ceilings, a monthly budget on the estimated cost, and the tags cost reports need."""
+"""Pack cost-guard: Trainium node ceilings, a monthly budget on the estimated cost, the tags cost reports need, and
+image pulls that stay off the NAT gateway."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ from pulumi_policy import EnforcementLevel, Severity
 
 from policies.adapters import resource_policy, stack_policy
 from policies.pack import Pack
-from policies.rules import cost
+from policies.rules import cost, endpoints
 
 COST_GUARD = Pack(
     name="cost-guard",
-    description="Trainium node ceilings, a monthly budget on the estimated cost, and the tags cost reports need.",
+    description="Trainium node ceilings, a monthly budget on the estimated cost, the tags cost reports need, and image "
+    "pulls that stay off the NAT gateway.",
     enforcement_level=EnforcementLevel.MANDATORY,
     policies=(
         stack_policy(
@@ -26,6 +28,12 @@ COST_GUARD = Pack(
             Severity.HIGH,
             cost.monthly_cost_budget,
             config={"maxMonthlyUsd": {"type": "number", "minimum": 0, "default": 100000}},
+        ),
+        stack_policy(
+            "image-pulls-through-vpc-endpoints",
+            "A VPC the platform creates reaches S3 and ECR through VPC endpoints, not the NAT gateway.",
+            Severity.MEDIUM,
+            endpoints.image_pulls_through_endpoints,
         ),
         resource_policy(
             "required-tags",

@@ -6,13 +6,14 @@ from pulumi_policy import EnforcementLevel, Severity
 
 from policies.adapters import resource_policy, stack_policy
 from policies.pack import Pack
-from policies.rules import images, node_versions, repair, scheduling, teams, topology, trainium_nodes
+from policies.rules import images, node_storage, node_versions, repair, scheduling, teams, topology, trainium_nodes
 
 TRAINIUM_TOPOLOGY = Pack(
     name="trainium-topology",
     description="What distributed training on Trainium needs: one AZ, EFA on every network card, cluster placement, "
     "the Neuron AMI at one pinned release with a driver the training runtime runs on, node groups at a stated "
-    "Kubernetes version, the Neuron taint, elastic pools that keep busy nodes, device plugins, FSx "
+    "Kubernetes version, images pulled onto the instance store, the Neuron taint, elastic pools that keep busy "
+    "nodes, device plugins, FSx "
     "next to the nodes, queues within capacity, etcd with the v2 API, and failed nodes repaired.",
     enforcement_level=EnforcementLevel.MANDATORY,
     policies=(
@@ -58,6 +59,12 @@ TRAINIUM_TOPOLOGY = Pack(
             "Trainium nodes boot a node image whose Neuron driver the training image's Neuron runtime initialises on.",
             Severity.CRITICAL,
             trainium_nodes.neuron_driver_compatible,
+        ),
+        stack_policy(
+            "trainium-instance-store-raid0",
+            "Trainium nodes with NVMe instance store keep containerd and the kubelet on it as one RAID0 array.",
+            Severity.MEDIUM,
+            node_storage.instance_store_raid0,
         ),
         stack_policy(
             "trainium-neuron-taint",

@@ -1,8 +1,9 @@
-"""What a reviewer asks of a plan besides its resources: the cost estimate and the deployment's critical path."""
+"""What a reviewer asks of a plan besides its resources: the cost estimate, the deployment's critical path and the
+time from `pulumi up` to a first training step."""
 
 from __future__ import annotations
 
-from trainium_eks import catalog, cost, deployment, tokens, versions
+from trainium_eks import catalog, cost, deployment, first_step, tokens, versions
 from trainium_eks.graph import Graph
 from trainium_eks.trainium_groups import trainium_groups
 
@@ -17,14 +18,33 @@ def region_of(plan: dict) -> str:
     return DEFAULT_REGION
 
 
-def annotate(plan: dict) -> dict:
-    """The plan with ``cost`` and ``deployment`` added (as ``plan --json`` and ``check --json`` print them)."""
+def annotate(plan: dict, image_gib: float | None = None) -> dict:
+    """The plan with ``cost``, ``deployment`` and ``firstStep`` added (as ``plan --json`` and ``check --json`` print
+    them); ``image_gib`` is the training image's size, when known."""
     graph = Graph.from_records(plan["resources"])
+    schedule = deployment.Schedule(graph).to_json()
     return {
         **plan,
         "cost": cost.estimate(graph, region_of(plan)).to_json(),
-        "deployment": deployment.Schedule(graph).to_json(),
+        "deployment": schedule,
+        "firstStep": [s.to_json() for s in first_step.estimate(graph, schedule["criticalPathMinutes"], image_gib)],
     }
+
+
+def first_steps(plan: dict) -> list[str]:
+    """`pulumi up` -> first training step on each Trainium group, cold and warm, term by term."""
+    lines = []
+    for step in plan.get("firstStep", []):
+        lines.append(
+            f"Estimated `pulumi up` -> first training step on {step['group']} ({step['nodes']} nodes): at least "
+            f"{step['coldMinutes']:.1f} min cold, {step['warmMinutes']:.1f} min with the dataset and a warm compile cache"
+        )
+        for term in step["terms"]:
+            figure = "not counted" if term["minutes"] is None else f"{term['minutes']:5.1f} min"
+            when = " (cold only)" if term["coldOnly"] else ""
+            lines.append(f"    {figure:>11}  {term['what']}{when}: {term['source']}")
+        lines.append(f"    not counted: {step['notCounted']}")
+    return lines
 
 
 def node_images(plan: dict) -> list[str]:
@@ -67,4 +87,5 @@ def summary(plan: dict) -> str:
     lines += [f"    {s['startMinute']:5.1f} -> {s['finishMinute']:5.1f} min  {names[s['urn']]}" for s in schedule["steps"]]
     for wait in schedule["orderingOnlyWaits"]:
         lines.append(f"    ordering only (dependsOn, no data): {names[wait['urn']]} waits for {names[wait['waitsFor']]}")
+    lines += first_steps(plan)
     return "\n".join(lines)

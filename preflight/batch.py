@@ -40,7 +40,9 @@ def check_stacks(stacks: list[str], stack_file: Path | None, preview: bool) -> l
     else:
         engine.preload()
         gc.freeze()  # workers then neither scan nor copy-on-write the inherited SDK objects when they collect
-        with multiprocessing.get_context("fork").Pool(len(jobs)) as pool:
+        # A worker evaluates one stack and exits: it runs without the collector (an evaluation still collects once,
+        # at its end: engine.py).
+        with multiprocessing.get_context("fork").Pool(len(jobs), initializer=gc.disable) as pool:
             outcomes = pool.map(_worker, jobs)
     for outcome in outcomes:
         if isinstance(outcome, StackError):

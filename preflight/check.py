@@ -22,13 +22,12 @@ from typing import Any
 import jsonschema
 from google.protobuf import json_format, struct_pb2
 from pulumi_policy import EnforcementLevel
-from pulumi_policy.policy import _PolicyAnalyzerServicer
 
 from policies.packs import PACKS, POLICIES_DIR, Pack
 from preflight import planfile, stackfile
 from preflight.engine import UNKNOWN
 from trainium_eks.graph import UNKNOWN as UNKNOWN_SENTINEL
-from trainium_eks.sdk_internals import analyzer_pb2
+from trainium_eks.sdk_internals import PolicyAnalyzerServicer, analyzer_pb2
 
 CONFIG_DIR = POLICIES_DIR / "config"
 LEVELS = {
@@ -150,7 +149,7 @@ class PackRun:
 
     def __init__(self, pack: Pack, config: dict[str, tuple[str, dict]]):
         self.pack = pack
-        self.servicer = _PolicyAnalyzerServicer(pack.name, pack.version, list(pack.policies), pack.enforcement_level)
+        self.servicer = PolicyAnalyzerServicer(pack.name, pack.version, list(pack.policies), pack.enforcement_level)
         policy_config = {}
         for name, (level, properties) in config.items():
             struct = struct_pb2.Struct()

@@ -12,11 +12,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
 from preflight import analysis, batch, check, diff, engine, planfile, render, stackfile
 from trainium_eks.cli import OneLineParser, UsageError, one_line
+
+
+def image_size(text: str) -> float:
+    """A size in GiB from the command line, above 0 (argparse reports the error in one line)."""
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(text)
+    return value
+
+
+image_size.__name__ = "GiB"  # argparse names the type in its message: "invalid GiB value"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -27,6 +39,9 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--stack-file", type=Path, help="evaluate this settings file as STACK instead")
     plan.add_argument("--preview", action="store_true", help="evaluate as a preview of a new stack (computed outputs unknown)")
     plan.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    plan.add_argument(
+        "--image-gib", type=image_size, help="the training image's size in GiB, to count its pull in the first-step estimate"
+    )
 
     policy = commands.add_parser("check", help="run the policy packs over stacks, as `pulumi preview --policy-pack` does")
     policy.add_argument("stacks", nargs="*", metavar="STACK", help="stack names (or use --all)")
@@ -51,7 +66,7 @@ def parser() -> argparse.ArgumentParser:
 def run_plan(args: argparse.Namespace) -> int:
     settings = stackfile.load(args.stack, args.stack_file)
     plan = engine.evaluate(settings, preview=args.preview)
-    annotated = analysis.annotate(plan.to_json())
+    annotated = analysis.annotate(plan.to_json(), args.image_gib)
     if args.json:
         print(json.dumps(annotated, indent=2, sort_keys=True))
     else:

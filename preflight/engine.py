@@ -29,21 +29,30 @@ from trainium_eks import tokens
 
 MAIN = REPO_ROOT / "__main__.py"
 # Provider SDK modules the program uses. They load lazily and take most of a first evaluation (~1.5 s); a
-# batch imports them once before forking its workers. A module missing here only makes a batch slower.
+# batch imports them once before forking its workers. A module missing here only makes a batch slower
+# (tests/test_preflight.py lists what an evaluation still imports).
 PROVIDER_MODULES = (
+    "pulumi_aws.cloudwatch",
+    "pulumi_aws.codebuild",
     "pulumi_aws.ec2",
+    "pulumi_aws.ecr",
     "pulumi_aws.eks",
+    "pulumi_aws.fsx",
     "pulumi_aws.iam",
     "pulumi_aws.kms",
-    "pulumi_aws.fsx",
-    "pulumi_aws.ecr",
+    "pulumi_aws.sqs",
+    "pulumi_aws.ssm",
     "pulumi_aws.vpc",
-    "pulumi_kubernetes.core.v1",
-    "pulumi_kubernetes.apps.v1",
-    "pulumi_kubernetes.helm.v3",
-    "pulumi_kubernetes.storage.v1",
-    "pulumi_kubernetes.meta.v1",
     "pulumi_kubernetes.apiextensions",
+    "pulumi_kubernetes.apps.v1",
+    "pulumi_kubernetes.batch.v1",
+    "pulumi_kubernetes.core.v1",
+    "pulumi_kubernetes.helm.v3",
+    "pulumi_kubernetes.meta.v1",
+    "pulumi_kubernetes.networking.v1",
+    "pulumi_kubernetes.policy.v1",
+    "pulumi_kubernetes.rbac.v1",
+    "pulumi_kubernetes.storage.v1",
     "pulumi_eks",
 )
 SECRET = "[secret]"

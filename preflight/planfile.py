@@ -1,7 +1,7 @@
 """A saved plan (what `preflight plan --json` writes), read at the edge for `preflight check --graph FILE`.
 
 The file is parsed once into frozen models that state every field's type, exactly the shape ``plan --json``
-prints: the engine's plan (``engine.Plan.to_json``) with the ``cost`` and ``deployment`` annotations
+prints: the engine's plan (``engine.Plan.to_json``) with the ``cost``, ``deployment`` and ``firstStep`` annotations
 (``preflight.analysis``), which may be left out. Anything else is refused with one line
 ``<file>: <json path>: <problem>; <fix>``.
 """
@@ -87,6 +87,24 @@ class DeploymentSchedule(_Record):
     ordering_only_waits: tuple[OrderingWait, ...] = Field(alias="orderingOnlyWaits")
 
 
+class FirstStepTerm(_Record):
+    what: str
+    minutes: float | None
+    source: str
+    cold_only: bool = Field(alias="coldOnly")
+
+
+class FirstStep(_Record):
+    """``trainium_eks.first_step.FirstStep.to_json``."""
+
+    group: str
+    nodes: int
+    cold_minutes: float = Field(alias="coldMinutes")
+    warm_minutes: float = Field(alias="warmMinutes")
+    terms: tuple[FirstStepTerm, ...]
+    not_counted: str = Field(alias="notCounted")
+
+
 class PlanFile(_Record):
     project: str
     # The stack names the policy config file to read, so it must not name a path.
@@ -96,6 +114,7 @@ class PlanFile(_Record):
     # Annotations `plan --json` adds; `check` computes them afresh from the resources.
     cost: CostEstimate | None = None
     deployment: DeploymentSchedule | None = None
+    first_step: tuple[FirstStep, ...] | None = Field(default=None, alias="firstStep")
 
     @field_validator("resources")
     @classmethod
@@ -109,7 +128,7 @@ class PlanFile(_Record):
 
     def to_plan(self) -> dict[str, Any]:
         """The plan as the engine's ``Plan.to_json`` gives it, which the policy check and the analysis read."""
-        return self.model_dump(mode="json", by_alias=True, exclude={"cost", "deployment"})
+        return self.model_dump(mode="json", by_alias=True, exclude={"cost", "deployment", "first_step"})
 
 
 def json_path(loc: tuple[int | str, ...]) -> str:

@@ -6,11 +6,11 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
-from support import STACKS, node_group_config, run_preflight, settings
+from support import STACKS, node_group_config, settings
 
 from preflight import config_types, stackfile
 from preflight.stackfile import REPO_ROOT
-from trainium_eks import catalog, versions
+from trainium_eks import catalog
 from trainium_eks.config import ConfigError, declarations, parse
 
 GROUP = node_group_config("trn1-32xl", "trn1.32xlarge")
@@ -300,22 +300,6 @@ def test_node_repair_follows_the_stack_and_can_be_turned_off():
     assert (off.monitoring_agent, off.repair) == (False, None)
 
 
-def test_an_upgrade_holds_each_node_kind_at_its_own_version():
-    cfg = parse(settings("staging", trainiumNodeKubernetesVersion="1.34").config, stack="staging")
-    assert cfg.cluster.kubernetes_version == "1.35"
-    (trainium,) = cfg.trainium_node_groups
-    assert cfg.cluster.system_kubernetes_version == "1.35" and trainium.node_image.kubernetes_version == "1.34"
-    assert trainium.node_image.release_version.startswith("1.34.")
-
-
-def test_a_release_without_a_build_for_the_nodes_version_is_refused(monkeypatch):
-    only_135 = versions.NodeImageRelease(tag="v20260625", kubelet_versions={"1.35": "1.35.6"}, neuron_driver="2.28.0.0")
-    monkeypatch.setitem(versions.NODE_IMAGE_RELEASES, "v20260625", only_135)
-    with pytest.raises(ConfigError, match="v20260625 has no Kubernetes 1.34 build") as caught:
-        parse(settings("staging", trainiumNodeKubernetesVersion="1.34").config, stack="staging")
-    assert caught.value.key == "trainium-eks:nodeImageRelease"
-
-
 def test_efa_defaults_to_what_the_instance_type_supports():
     cfg = parse(settings("staging").config, stack="staging")
     (group,) = cfg.trainium_node_groups
@@ -340,40 +324,3 @@ def test_every_project_key_is_documented():
     guide = (REPO_ROOT / "docs" / "configuration.md").read_text()
     for key in declared:
         assert f"`{key}`" in guide, f"docs/configuration.md does not document {key}"
-
-
-@pytest.mark.parametrize(
-    ("edit", "words"),
-    [
-        (lambda c: c.update({"trainium-eks:natGatways": "single"}), "unknown key"),
-        (lambda c: c["trainium-eks:trainiumNodeGroups"][0].update(desiredSize="two"), "expected an integer"),
-        (lambda c: c["trainium-eks:trainiumNodeGroups"][0].update(desiredSize=9), "on an elastic (karpenter) group"),
-        (lambda c: c.update({"trainium-eks:nodeImageRelease": "latest"}), "floats"),
-    ],
-    ids=["typo", "wrong-type", "size-on-a-pool", "latest-image"],
-)
-def test_cli_exits_2_with_one_line_and_no_traceback(tmp_path, edit, words):
-    document = yaml.safe_load((REPO_ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
-    edit(document["config"])
-    stack_file = tmp_path / "Pulumi.staging.yaml"
-    stack_file.write_text(yaml.safe_dump(document))
-    result = run_preflight("plan", "staging", "--stack-file", str(stack_file))
-    assert result.returncode == 2
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and words in lines[0], result.stderr
-    assert "Traceback" not in result.stderr
-
-
-@pytest.mark.parametrize(
-    ("args", "words"),
-    [
-        (["plan", "nosuchstack"], "known stacks: dev, prod, staging"),
-        (["plan"], "required: stack"),
-        (["explode"], "invalid choice"),
-    ],
-)
-def test_cli_usage_errors_exit_2_with_one_line(args, words):
-    result = run_preflight(*args)
-    assert result.returncode == 2
-    assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr

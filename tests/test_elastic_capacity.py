@@ -6,9 +6,12 @@ each kind gives a node of the same type, read from the evaluated plans, and what
 
 from __future__ import annotations
 
+import base64
+import email
 import json
 
 import pytest
+import yaml
 from support import STACKS, evaluate, one, run_preflight, settings
 from test_trainium_node_group import stack_offering
 
@@ -218,3 +221,32 @@ def test_pools_are_created_after_karpenter_and_its_crds():
     for urn, step in steps.items():
         if urn.endswith(("-nodepool", "-nodeclass")):
             assert step.start >= steps[controller].finish, urn
+
+
+def nodeadm_documents(user_data: str) -> list[dict]:
+    """The NodeConfig documents of user data, read as nodeadm reads them: MIME parts of its media type, YAML inside."""
+    parts = email.message_from_string(user_data).walk()
+    return [yaml.safe_load(p.get_payload()) for p in parts if p.get_content_type() == "application/node.eks.aws"]
+
+
+@pytest.mark.parametrize("instance_type", catalog.TRAINIUM_TYPES)
+def test_both_kinds_pull_images_onto_the_instance_store_in_parallel(instance_type):
+    lt, _, node_class, _, _, _ = both_kinds(instance_type)
+    spec = node_class.inputs["spec"]
+    assert lt.inputs["userData"] == base64.b64encode(spec["userData"].encode()).decode()  # one document, two encodings
+    (config,) = nodeadm_documents(spec["userData"])
+    assert (config["apiVersion"], config["kind"]) == ("node.eks.aws/v1alpha1", "NodeConfig")
+    assert config["spec"]["instance"]["localStorage"]["strategy"] == spec["instanceStorePolicy"] == "RAID0"
+    assert catalog.INSTANCE_TYPES[instance_type].instance_store_gb > 0
+    release = versions.NODE_IMAGE_RELEASES[spec["amiSelectorTerms"][0]["alias"].split("@")[1]]
+    assert config["spec"]["featureGates"] == {"FastImagePull": True} and release.fast_image_pull
+
+
+def test_a_node_without_instance_store_or_fast_pulls_gets_no_user_data(monkeypatch):
+    # The system nodes (m6i, EBS only, no feature gate asked) boot with EKS's bootstrap alone.
+    system = one([r for r in evaluate("dev").find(LT) if r.name.endswith("-system")])
+    assert "userData" not in system.inputs
+    monkeypatch.setattr(versions, "FAST_IMAGE_PULL_SINCE", "v99999999")  # a release whose nodeadm lacks the gate
+    lt, *_ = both_kinds("trn1.32xlarge")
+    (config,) = nodeadm_documents(base64.b64decode(lt.inputs["userData"]).decode())
+    assert "featureGates" not in config["spec"] and config["spec"]["instance"]["localStorage"]["strategy"] == "RAID0"

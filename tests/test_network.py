@@ -12,6 +12,9 @@ from preflight.mocks import PlatformMocks
 
 SUBNET = "aws:ec2/subnet:Subnet"
 NAT = "aws:ec2/natGateway:NatGateway"
+ENDPOINT = "aws:ec2/vpcEndpoint:VpcEndpoint"
+ROUTE_TABLE = "aws:ec2/routeTable:RouteTable"
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 
 
 def private_subnets(plan):
@@ -80,6 +83,7 @@ EXISTING = {
 def test_existing_vpc_is_adopted_not_created():
     plan = evaluate("staging", **EXISTING)
     assert not plan.find("aws:ec2/vpc:Vpc") and not plan.find(SUBNET) and not plan.find(NAT)
+    assert not plan.find(ENDPOINT), "an adopted VPC's endpoints are its owner's: private DNS names cannot be taken twice"
     assert plan.outputs["vpcId"] == EXISTING["existingVpcId"]
     assert plan.outputs["trainiumSubnetId"] == EXISTING["existingTrainiumSubnetId"]
     node_class = one(plan.find("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"))  # staging's pool is elastic
@@ -97,3 +101,29 @@ class SubnetElsewhere(PlatformMocks):
 def test_existing_trainium_subnet_in_another_az_fails_at_deploy_time():
     with pytest.raises(DeployTimeCheckError, match=r"existingTrainiumSubnetId: subnet-0123456789abcdef0 lies in use1-az1"):
         evaluate("staging", mocks_factory=SubnetElsewhere, **EXISTING)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_image_pulls_and_aws_calls_reach_their_services_inside_the_vpc(stack):
+    plan = evaluate(stack)
+    region = settings(stack).config["aws:region"]
+    endpoints = {e.inputs["serviceName"].removeprefix(f"com.amazonaws.{region}."): e for e in plan.find(ENDPOINT)}
+    # S3 (ECR's layers, datasets) through the free gateway endpoint, on every route table that leads to NAT.
+    s3 = endpoints.pop("s3")
+    nat_tables = [t for t in plan.find(ROUTE_TABLE) if any("natGatewayId" in r for r in t.inputs["routes"])]
+    assert s3.inputs["vpcEndpointType"] == "Gateway" and nat_tables
+    assert sorted(s3.property_dependencies["routeTableIds"]) == sorted(t.urn for t in nat_tables)
+    # The registry, IRSA and the node's own calls, and Karpenter's where a pool is elastic, through interface
+    # endpoints in the Trainium subnet, answering on the services' usual names.
+    elastic = bool(plan.find("kubernetes:karpenter.sh/v1:NodePool"))
+    assert {"ecr.api", "ecr.dkr", "sts", "ec2"} <= set(endpoints)
+    assert {"ssm", "sqs", "eks"} <= set(endpoints) if elastic else not {"ssm", "sqs", "eks"} & set(endpoints)
+    trainium_subnet = one([s for s in private_subnets(plan) if s.name.endswith("private-trainium")])
+    for endpoint in endpoints.values():
+        assert endpoint.inputs["vpcEndpointType"] == "Interface" and endpoint.inputs["privateDnsEnabled"] is True
+        assert endpoint.property_dependencies["subnetIds"] == [trainium_subnet.urn]
+    # Their security group admits HTTPS from the VPC alone.
+    (group_urn,) = {urn for e in endpoints.values() for urn in e.property_dependencies["securityGroupIds"]}
+    (rule,) = [r for r in plan.find(INGRESS) if group_urn in r.property_dependencies["securityGroupId"]]
+    assert (rule.inputs["fromPort"], rule.inputs["toPort"], rule.inputs["ipProtocol"]) == (443, 443, "tcp")
+    assert rule.inputs["cidrIpv4"] == settings(stack).config["trainium-eks:vpcCidr"]

@@ -38,10 +38,17 @@ def test_nothing_edits_sys_path():
 def test_sdk_internals_are_read_from_the_pinned_sdk_release():
     (pin,) = re.findall(r"^pulumi==(\S+)", (REPO_ROOT / "requirements.txt").read_text(), re.MULTILINE)
     assert pin == sdk_internals.PULUMI_VERSION
+    (policy_pin,) = re.findall(r"^pulumi-policy==(\S+)", (REPO_ROOT / "requirements-dev.txt").read_text(), re.MULTILINE)
+    assert policy_pin == sdk_internals.PULUMI_POLICY_VERSION
+    for pack in ("trainium-topology", "security-baseline", "cost-guard"):  # the packs' own virtualenvs
+        assert f"pulumi-policy=={policy_pin}" in (REPO_ROOT / "policies" / pack / "requirements.txt").read_text()
 
 
 def test_only_the_internals_module_imports_sdk_internals():
-    private = re.compile(r"from pulumi\.runtime(\.\w+)? import|pulumi\.runtime\.(rpc|settings|proto|sync_await|config)\b")
+    private = re.compile(
+        r"from pulumi\.runtime(\.\w+)? import|pulumi\.runtime\.(rpc|settings|proto|sync_await|config)\b"
+        r"|from pulumi_policy\.\w+ import[^\n]*\b_[A-Za-z]"  # the policy SDK's underscored names
+    )
     importers = [p for p in tracked_python_files() if private.search((REPO_ROOT / p).read_text())]
     assert importers == ["trainium_eks/sdk_internals.py"]
 

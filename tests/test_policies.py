@@ -15,6 +15,7 @@ import pytest
 import yaml
 from deploy_path_mutations import ACCESS_PATH_CASES, DEPLOY_PATH_CASES
 from elastic_mutations import ELASTIC_CASES, SPARED_ELASTIC
+from first_step_mutations import FIRST_STEP_CASES, SPARED_FIRST_STEP
 from policy_mutations import MANAGED_GROUP_AND_PLATFORM_CASES, SPARED_MANAGED, Case, plan_of, resource, trainium_node_group
 from support import STACKS, cached_plan
 from team_mutations import TEAM_CASES
@@ -37,9 +38,15 @@ def merged(*tables: dict[str, list[Case]]) -> dict[str, list[Case]]:
 
 
 MUTATIONS = merged(
-    MANAGED_GROUP_AND_PLATFORM_CASES, ELASTIC_CASES, DEPLOY_PATH_CASES, ACCESS_PATH_CASES, TEAM_CASES, UPGRADE_CASES
+    MANAGED_GROUP_AND_PLATFORM_CASES,
+    ELASTIC_CASES,
+    DEPLOY_PATH_CASES,
+    ACCESS_PATH_CASES,
+    TEAM_CASES,
+    UPGRADE_CASES,
+    FIRST_STEP_CASES,
 )
-SPARED = merged(SPARED_MANAGED, SPARED_ELASTIC)
+SPARED = merged(SPARED_MANAGED, SPARED_ELASTIC, SPARED_FIRST_STEP)
 
 
 def findings(plan: dict, config: dict | None = None) -> check.CheckResult:

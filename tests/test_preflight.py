@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 
 from support import run_preflight
 
+from preflight import engine
 from preflight.stackfile import REPO_ROOT
 
 RESOURCE_KEYS = {
@@ -29,7 +31,7 @@ def test_plan_json_has_the_engine_shape():
     result = run_preflight("plan", "staging", "--json")
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
-    assert set(plan) == {"project", "stack", "resources", "outputs", "cost", "deployment"}
+    assert set(plan) == {"project", "stack", "resources", "outputs", "cost", "deployment", "firstStep"}
     assert (plan["project"], plan["stack"]) == ("trainium-eks", "staging")
     assert all(set(r) == RESOURCE_KEYS for r in plan["resources"])
     node_group = next(r for r in plan["resources"] if r["type"] == "aws:eks/nodeGroup:NodeGroup")
@@ -126,3 +128,23 @@ def test_diff_of_a_stack_without_a_file_names_no_option_diff_lacks():
     result = run_preflight("diff", "nosuch", "--against", "HEAD")
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "--stack-file" not in result.stderr and "create it" in result.stderr
+
+
+def test_a_batch_preloads_every_provider_package_the_program_uses():
+    # In a fresh interpreter (the test session has imported everything already): what the first evaluation still
+    # imports after engine.preload() is imported again by every forked worker of `check --all`.
+    probe = (
+        "import sys\n"
+        "from preflight import engine, stackfile\n"
+        "engine.preload()\n"
+        "before = set(sys.modules)\n"
+        "for stack in stackfile.stack_names():\n"
+        "    engine.evaluate(stackfile.load(stack))\n"
+        "print('\\n'.join(sorted(set(sys.modules) - before)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    preloaded = {".".join(name.split(".")[:2]) for name in engine.PROVIDER_MODULES}
+    packages = {
+        ".".join(name.split(".")[:2]) for name in result.stdout.split() if name.startswith(("pulumi_aws", "pulumi_kubernetes"))
+    }
+    assert packages <= preloaded, f"add to engine.PROVIDER_MODULES: {sorted(packages - preloaded)}"

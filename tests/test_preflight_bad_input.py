@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from support import run_preflight
 
 from preflight import stackfile
@@ -274,3 +275,40 @@ def test_git_refs_never_reach_git_as_options(tmp_path, ref):
 )
 def test_usage_errors(args):
     one_line(run_preflight(*args))
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda c: c.update({"trainium-eks:natGatways": "single"}), "unknown key"),
+        (lambda c: c["trainium-eks:trainiumNodeGroups"][0].update(desiredSize="two"), "expected an integer"),
+        (lambda c: c["trainium-eks:trainiumNodeGroups"][0].update(desiredSize=9), "on an elastic (karpenter) group"),
+        (lambda c: c.update({"trainium-eks:nodeImageRelease": "latest"}), "floats"),
+    ],
+    ids=["typo", "wrong-type", "size-on-a-pool", "latest-image"],
+)
+def test_cli_exits_2_with_one_line_and_no_traceback(tmp_path, edit, words):
+    document = yaml.safe_load((REPO_ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
+    edit(document["config"])
+    stack_file = tmp_path / "Pulumi.staging.yaml"
+    stack_file.write_text(yaml.safe_dump(document))
+    result = run_preflight("plan", "staging", "--stack-file", str(stack_file))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["plan", "nosuchstack"], "known stacks: dev, prod, staging"),
+        (["plan"], "required: stack"),
+        (["explode"], "invalid choice"),
+    ],
+)
+def test_cli_usage_errors_exit_2_with_one_line(args, words):
+    result = run_preflight(*args)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr

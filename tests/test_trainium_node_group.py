@@ -3,6 +3,8 @@ template hardening, repair. Elastic pools, and what both kinds share, are in tes
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 from support import STACKS, by_urn, evaluate, node_group_config, one, settings
 
@@ -144,7 +146,9 @@ def test_every_launch_template_requires_imdsv2_and_encrypts_a_gp3_root(stack_pla
         (root,) = lt.inputs["blockDeviceMappings"]
         assert root["ebs"]["encrypted"] == "true"
         assert root["ebs"]["volumeType"] == "gp3"
-        assert "imageId" not in lt.inputs and "userData" not in lt.inputs  # EKS supplies AMI and bootstrap
+        assert "imageId" not in lt.inputs  # EKS supplies the AMI; the user data adds a NodeConfig to its bootstrap
+        if "userData" in lt.inputs:
+            assert base64.b64decode(lt.inputs["userData"]).decode().startswith("Content-Type: multipart/mixed")
 
 
 def test_launch_template_is_the_version_the_node_group_uses():

@@ -4,10 +4,11 @@ replaces, and whose plan every pack accepts."""
 from __future__ import annotations
 
 import pytest
-from support import evaluate, run_preflight, stack_copy
+from support import evaluate, run_preflight, settings, stack_copy
 
 from preflight import check, diff
 from trainium_eks import layout, tokens, versions
+from trainium_eks.config import ConfigError, parse
 
 OLD, NEW = "1.34", "1.35"
 STEPS = {
@@ -120,3 +121,19 @@ def test_moving_a_managed_group_to_an_older_release_or_version_is_reported_as_re
     assert not any(changes(prod, step)[0].refused for step in list(STEPS)[1:]), "an upgrade's steps go forward"
     baseline = stack_copy(tmp_path, "prod", lambda config: config.update({"trainium-eks:nodeImageRelease": newer}))
     assert "REFUSED BY EKS" in run_preflight("diff", "prod", "--against", baseline).stdout
+
+
+def test_an_upgrade_holds_each_node_kind_at_its_own_version():
+    cfg = parse(settings("staging", trainiumNodeKubernetesVersion="1.34").config, stack="staging")
+    assert cfg.cluster.kubernetes_version == "1.35"
+    (trainium,) = cfg.trainium_node_groups
+    assert cfg.cluster.system_kubernetes_version == "1.35" and trainium.node_image.kubernetes_version == "1.34"
+    assert trainium.node_image.release_version.startswith("1.34.")
+
+
+def test_a_release_without_a_build_for_the_nodes_version_is_refused(monkeypatch):
+    only_135 = versions.NodeImageRelease(tag="v20260625", kubelet_versions={"1.35": "1.35.6"}, neuron_driver="2.28.0.0")
+    monkeypatch.setitem(versions.NODE_IMAGE_RELEASES, "v20260625", only_135)
+    with pytest.raises(ConfigError, match="v20260625 has no Kubernetes 1.34 build") as caught:
+        parse(settings("staging", trainiumNodeKubernetesVersion="1.34").config, stack="staging")
+    assert caught.value.key == "trainium-eks:nodeImageRelease"

@@ -52,7 +52,7 @@ UPGRADE_CASES: dict[str, list[Case]] = {
             edit(NODE_GROUP, "system", "version", to="1.36"),
             ("newer than its cluster's 1.35",),
             NODE_GROUP,
-            2,  # and its release is a 1.35 build
+            1,
         ),
         Case("other-build", "prod", edit_node_group("version", to="1.34"), ("build of another version",), NODE_GROUP, 1),
     ],

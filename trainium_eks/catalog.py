@@ -31,8 +31,17 @@ Sources (read 2026-12):
 - [MAX-PODS]   awslabs/amazon-eks-ami templates/shared/runtime/eni-max-pods.txt (commit 0254c5b4): the pods a node
                runs with the VPC CNI, ENIs x (IPv4 addresses per ENI - 1) + 2 for the two host-network pods,
                counted on network card 0 alone for multi-card types
+- [INSTANCE-STORE] EC2 User Guide "Instance store volume limits for EC2 instances" (InstanceStorage.md,
+               awsdocs commit e3707c43): trn1.2xlarge 1 x 474 GB NVMe SSD, trn1.32xlarge and trn1n.32xlarge
+               4 x 1900 GB; trn2.48xlarge 7600 GB of local NVMe in total (karpenter-provider-aws v1.14.1
+               instance-types.md, karpenter.k8s.aws/instance-local-nvme), its disk count not found
 - [EKS-PRICE]  https://aws.amazon.com/eks/pricing/ (control plane: 0.10 USD/hour, 0.60 in extended support)
 - [VPC-PRICE]  https://aws.amazon.com/vpc/pricing/ (NAT gateway hour, public IPv4 address hour)
+- [ENDPOINT-PRICE] https://aws.amazon.com/privatelink/pricing/ (interface endpoints are billed "for each hour
+               that your VPC endpoint remains provisioned in each Availability Zone" and per GB processed: 0.01 USD
+               for the first PB). The hourly rate, 0.01 USD per endpoint and AZ, is in a table the page renders with
+               script, which was not read: the figure is from a third-party reading of it (awsnegotiations.com,
+               "AWS PrivateLink Cost Analysis", May 2026): verify before budgeting
 - [EBS-PRICE]  https://aws.amazon.com/ebs/pricing/ (gp3 GB-month)
 - [FSX-PRICE]  https://aws.amazon.com/fsx/lustre/pricing/ (SSD GB-month per deployment type and throughput tier)
   Storage, NAT and control-plane prices are list prices read in 2026 (NAT, public IPv4, EKS, gp3 confirmed for
@@ -57,9 +66,14 @@ HOST_NETWORK_PODS = 2  # the VPC CNI and kube-proxy, which eni-max-pods.txt adds
 #: EKS control plane per cluster-hour: standard support, and extended support (versions past standard) [EKS-PRICE].
 EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
 EKS_EXTENDED_SUPPORT_USD_PER_HOUR = 0.60
-#: NAT gateway per hour (data processing, 0.045 USD/GB, is usage-based and not estimated) and the public IPv4
-#: address of its EIP per hour [VPC-PRICE].
+#: NAT gateway per hour and per GB it processes (usage-based: counted for the image pulls of a first training step,
+#: not in the monthly figure), and the public IPv4 address of its EIP per hour [VPC-PRICE].
 NAT_GATEWAY_USD_PER_HOUR = 0.045
+NAT_GATEWAY_USD_PER_GB = 0.045
+#: An interface VPC endpoint per AZ-hour, and per GB processed (the first PB a month in a region) [ENDPOINT-PRICE].
+#: Gateway endpoints (S3) are free (VPC User Guide, "Gateway endpoints": "There is no additional charge").
+VPC_INTERFACE_ENDPOINT_USD_PER_AZ_HOUR = 0.01
+VPC_INTERFACE_ENDPOINT_USD_PER_GB = 0.01
 PUBLIC_IPV4_USD_PER_HOUR = 0.005
 #: EBS gp3 storage per GB-month, with the included 3,000 IOPS and 125 MB/s [EBS-PRICE].
 EBS_GP3_USD_PER_GB_MONTH = 0.08
@@ -126,6 +140,8 @@ class InstanceType:
     efa_only_interfaces: bool = False
     # Pods the node runs with the VPC CNI (without prefix delegation) [MAX-PODS].
     max_pods: int = 0
+    # Local NVMe instance store, GB in total [INSTANCE-STORE]; 0: none (EBS only).
+    instance_store_gb: int = 0
     # On-demand list price per hour, by region [PRICE].
     on_demand_usd_per_hour: Mapping[str, float] = field(default_factory=dict)
     # AZ IDs known to offer the type, by region. Empty for general-purpose types (offered everywhere).
@@ -198,6 +214,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 max_efa_interfaces=0,
                 network_bandwidth_gbps=12.5,  # "up to"
                 max_pods=58,
+                instance_store_gb=474,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 1.34375, "us-west-2": 1.34375, "us-east-2": 1.34375}),
                 az_ids=TRN1_AZ_IDS,
             ),
@@ -214,6 +231,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 efa_only_interfaces=True,
                 network_bandwidth_gbps=800.0,
                 max_pods=247,
+                instance_store_gb=7600,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 21.50, "us-west-2": 21.50, "us-east-2": 21.50}),
                 az_ids=TRN1_AZ_IDS,
             ),
@@ -230,6 +248,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 efa_only_interfaces=True,
                 network_bandwidth_gbps=1600.0,
                 max_pods=247,
+                instance_store_gb=7600,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 24.78, "us-west-2": 24.78, "us-east-2": 24.78}),
                 az_ids=TRN1_AZ_IDS,
             ),
@@ -246,6 +265,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 efa_only_interfaces=True,
                 network_bandwidth_gbps=3200.0,
                 max_pods=100,
+                instance_store_gb=7600,
                 on_demand_usd_per_hour=_frozen({"us-east-2": 35.76}),
                 az_ids=_frozen({"us-east-2": ("use2-az3",)}),
             ),

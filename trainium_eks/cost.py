@@ -2,8 +2,8 @@
 
 Hourly on-demand list prices from the hardware catalog, for what dominates a training platform's bill:
 Trainium and system nodes, their EBS root volumes, the EKS control plane, NAT gateways (hours and public IPv4; data
-processing is usage-based and left out) and FSx for Lustre storage. Data transfer, CloudWatch logs, backups, ECR
-storage and KMS requests are usage-based and not estimated.
+processing is usage-based and left out), interface VPC endpoints (per AZ-hour) and FSx for Lustre storage. Data
+transfer, CloudWatch logs, backups, ECR storage and KMS requests are usage-based and not estimated.
 
 Two figures: **busy**, every elastic (Karpenter) pool at maxSize, and **idle**, no job waiting, when an elastic pool
 runs no node. A managed node group runs its desired size either way. A capacity reservation is billed for its
@@ -27,6 +27,7 @@ EKS_COMPONENT = tokens.EKS_COMPONENT_CLUSTER
 EKS_CLUSTER = tokens.EKS_CLUSTER
 NAT_GATEWAY = tokens.EC2_NAT_GATEWAY
 FSX = tokens.FSX_LUSTRE_FILE_SYSTEM
+VPC_ENDPOINT = tokens.EC2_VPC_ENDPOINT
 EKS_DEFAULT_DISK_GIB = 20  # EKS's root volume when neither the node group nor its launch template sets one
 GIB = re.compile(r"^(\d+)Gi$")  # an EC2NodeClass volume size as the platform writes it
 
@@ -164,6 +165,14 @@ def _file_system(node: Node) -> list[CostLine]:
     ]
 
 
+def _interface_endpoint(node: Node) -> list[CostLine]:
+    subnets = node.props.get("subnetIds")
+    zones = len(subnets) if isinstance(subnets, list) else 1  # one subnet per AZ; unknown while previewed: at least one
+    service = str(node.props.get("serviceName", "")).split(".", 3)[-1]  # com.amazonaws.<region>.<service>
+    rate = zones * catalog.VPC_INTERFACE_ENDPOINT_USD_PER_AZ_HOUR
+    return [CostLine(node.urn, f"interface VPC endpoint {service} in {zones} AZ", rate)]
+
+
 def estimate(graph: Graph, region: str) -> CostEstimate:
     lines: list[CostLine] = []
     groups = trainium_groups(graph)
@@ -185,4 +194,6 @@ def estimate(graph: Graph, region: str) -> CostEstimate:
             )
         elif node.type == FSX:
             lines += _file_system(node)
+        elif node.type == VPC_ENDPOINT and node.props.get("vpcEndpointType") == "Interface":
+            lines += _interface_endpoint(node)
     return CostEstimate(tuple(sorted(lines, key=lambda line: (-line.hourly_usd, line.urn, line.description))))

@@ -31,6 +31,7 @@ CREATE_MINUTES: Mapping[str, tuple[float, str]] = {
         5.0,
         "several minutes: aws-samples/amazon-eks-machine-learning-with-terraform-and-kubeflow#112",
     ),
+    tokens.EC2_VPC_ENDPOINT: (1.0, f"an interface endpoint turns available in a minute or two (estimate); {TF_DEFAULT} 10 min"),
     tokens.EC2_NAT_GATEWAY: (2.0, f"1m25s-2m5s {OBSERVED}; {TF_DEFAULT} 10 min"),
     tokens.EC2_VPC: (0.3, f"13-24 s {OBSERVED}"),
     tokens.EC2_SUBNET: (0.2, f"1-15 s {OBSERVED}"),

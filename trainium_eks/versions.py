@@ -28,6 +28,19 @@ class NodeImageRelease:
     kubelet_versions: dict[str, str]
     neuron_driver: str  # the aws-neuronx-dkms package of the AL2023 Neuron AMI
 
+    @property
+    def fast_image_pull(self) -> bool:
+        """Whether its nodeadm has the ``FastImagePull`` feature gate (see FAST_IMAGE_PULL_SINCE)."""
+        return self.tag >= FAST_IMAGE_PULL_SINCE
+
+
+# nodeadm's FastImagePull feature gate pulls and unpacks image layers in parallel through the SOCI snapshotter, on
+# instances with 4 vCPUs and 7 GiB or more (amazon-eks-ami nodeadm/doc/examples.md, "Enabling fast image pull";
+# internal/containerd/config.go). awslabs/amazon-eks-ami CHANGELOG.md: SOCI snapshotter support came in v20250813,
+# the gate's FastImagePull name by v20250821, and the SOCI directory on the instance store in v20251217. Release tags
+# are v<date>, so they compare in date order as strings.
+FAST_IMAGE_PULL_SINCE = "v20250821"
+
 
 # awslabs/amazon-eks-ami CHANGELOG.md (commit 81fec2e8, 2026-07-23), the AL2023_x86_64_NEURON columns:
 # - "AMI Release v20260625": Kubernetes 1.35 release 1.35.6-20260625 and 1.34 1.34.9-20260625, aws-neuronx-dkms

@@ -1,0 +1,57 @@
+"""Image pulls and S3 reads stay inside the VPC the platform creates: an S3 gateway endpoint on every route table that
+sends the internet to a NAT gateway, and ECR's two interface endpoints with private DNS (components/endpoints.py).
+
+Without them a node pulls its training image of many GB through the NAT gateway, billed per GB it processes (0.045
+USD, VPC pricing) and sharing its bandwidth, and ECR's layers, which ECR keeps in S3, take the same route.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.rules import Violation, describe
+from trainium_eks import tokens
+from trainium_eks.graph import Graph, Node, dig, is_unknown
+from trainium_eks.trainium_groups import trainium_groups
+
+IMAGE_PULL_SERVICES = ("ecr.api", "ecr.dkr")
+
+
+def _service(endpoint: Node) -> str | None:
+    """``ecr.dkr`` of ``com.amazonaws.<region>.ecr.dkr``; None while unknown."""
+    name = endpoint.props.get("serviceName")
+    return None if not isinstance(name, str) or is_unknown(name) else name.split(".", 3)[-1]
+
+
+def _nat_route_tables(graph: Graph, vpc: Node) -> list[Node]:
+    tables = [t for t in graph.of_type(tokens.EC2_ROUTE_TABLE) if vpc in t.linked("vpcId")]
+    return [t for t in tables if any(isinstance(r, dict) and r.get("natGatewayId") for r in t.props.get("routes") or [])]
+
+
+def image_pulls_through_endpoints(graph: Graph, config: dict) -> Iterator[Violation]:
+    if not trainium_groups(graph):
+        return
+    for vpc in graph.of_type(tokens.EC2_VPC):
+        endpoints = [e for e in graph.of_type(tokens.EC2_VPC_ENDPOINT) if vpc in e.linked("vpcId")]
+        if any(_service(e) is None for e in endpoints):
+            continue  # a preview that does not know the services yet
+        gateway = [e for e in endpoints if _service(e) == "s3" and e.props.get("vpcEndpointType") == "Gateway"]
+        routed = {id(t) for e in gateway for t in e.linked("routeTableIds")}
+        unrouted = [t for t in _nat_route_tables(graph, vpc) if id(t) not in routed]
+        if not gateway or unrouted:
+            yield Violation(
+                vpc.urn,
+                f"{describe(vpc)} sends S3 traffic (ECR's image layers, datasets) through NAT from "
+                f"{', '.join(t.name for t in unrouted) or 'its private route tables'}; add an S3 gateway endpoint on "
+                "every route table with a NAT route",
+            )
+        for service in IMAGE_PULL_SERVICES:
+            interface = [e for e in endpoints if _service(e) == service and e.props.get("vpcEndpointType") == "Interface"]
+            if not any(
+                dig(e.props, "privateDnsEnabled") is True or is_unknown(dig(e.props, "privateDnsEnabled")) for e in interface
+            ):
+                yield Violation(
+                    vpc.urn,
+                    f"{describe(vpc)} has no {service} interface endpoint with private DNS, so image pulls go through "
+                    f"NAT; add one (com.amazonaws.<region>.{service}, privateDnsEnabled: true)",
+                )

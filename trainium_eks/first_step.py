@@ -1,0 +1,121 @@
+"""How long from `pulumi up` of a new stack to the first training step of a job on a Trainium group, cold (nothing
+done before) and warm (the dataset on the file system and the compile cache filled by an earlier run), term by term.
+
+Each term carries its source; what no source gives a figure for (layer unpacking, the device plugins' start, loading
+cached graphs) is named and not counted, so both totals are lower bounds. The job is the tutorial's BERT-large
+pretraining on every node of the group (maxSize).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainium_eks import catalog, tokens
+from trainium_eks.graph import Graph, Node, number
+from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
+
+GIB_BITS = 8 * 1024**3
+GB = 1000**3
+# A Karpenter node is Ready "about 30-40s" after it is launched (a Karpenter maintainer, aws/karpenter-provider-aws
+# #6165); a managed group's nodes are Ready when `pulumi up` ends, since EKS creates a node group with its nodes.
+KARPENTER_NODE_READY_MINUTES = 40 / 60
+# An interface endpoint carries 10 Gbps per AZ and scales to 100 (AWS PrivateLink quotas); a NAT gateway 5 Gbps,
+# scaling to 100 (VPC User Guide, "NAT gateway basics"). The sustained figures: scaling takes time.
+ENDPOINT_GBPS = 10.0
+NAT_GBPS = 5.0
+# The tutorial's dataset, "50+ GB", written once into the file system (seed tutorial, data preparation), at the file
+# system's write throughput: SCRATCH_2 100 MB/s per TiB (FSx for Lustre User Guide, "Performance characteristics of
+# SSD and HDD storage classes"), a persistent file system its provisioned MB/s per TiB.
+DATASET_GB = 50
+SCRATCH_WRITE_MBPS_PER_TIB = 100
+# The tutorial's neuron_parallel_compile of the BERT-large job on two trn1.32xlarge: "~15 min" for its 6 graphs.
+# A warm cache (the same graphs compiled before, on the shared file system) skips it.
+COMPILE_MINUTES = 15.0
+NOT_COUNTED = "layer unpacking, the Neuron and EFA device plugins' start, loading graphs from the cache"
+
+
+@dataclass(frozen=True)
+class Term:
+    what: str
+    minutes: float | None  # None: not estimated (the reason is in ``source``)
+    source: str
+    cold_only: bool = False
+
+    def to_json(self) -> dict:
+        return {"what": self.what, "minutes": self.minutes, "source": self.source, "coldOnly": self.cold_only}
+
+
+@dataclass(frozen=True)
+class FirstStep:
+    group: str
+    nodes: int
+    terms: tuple[Term, ...]
+
+    def total(self, *, cold: bool) -> float:
+        return sum(t.minutes or 0.0 for t in self.terms if cold or not t.cold_only)
+
+    def to_json(self) -> dict:
+        return {
+            "group": self.group,
+            "nodes": self.nodes,
+            "coldMinutes": round(self.total(cold=True), 1),
+            "warmMinutes": round(self.total(cold=False), 1),
+            "terms": [t.to_json() for t in self.terms],
+            "notCounted": NOT_COUNTED,
+        }
+
+
+def _image_pull(group: TrainiumGroup, nodes: int, image_gib: float | None, through_endpoints: bool) -> Term:
+    route, shared_gbps = ("the ECR interface endpoint", ENDPOINT_GBPS) if through_endpoints else ("the NAT gateway", NAT_GBPS)
+    # The nodes pull at once and share the route; none pulls faster than its own network.
+    gbps = min(shared_gbps, nodes * group.spec.network_bandwidth_gbps)
+    per_gib = nodes * GIB_BITS / (gbps * 1e9) / 60
+    source = f"{nodes} nodes share {route}'s {gbps:g} Gbps: {per_gib * 60:.1f} s per GiB of image"
+    if image_gib is None:
+        return Term("training image pull", None, source + "; not counted: give the image's size (--image-gib)")
+    pulled_gb = nodes * image_gib * 1024**3 / GB
+    rate = catalog.VPC_INTERFACE_ENDPOINT_USD_PER_GB if through_endpoints else catalog.NAT_GATEWAY_USD_PER_GB
+    cost = f"{pulled_gb * rate:.2f} USD of {route} data processing (NAT: {pulled_gb * catalog.NAT_GATEWAY_USD_PER_GB:.2f})"
+    return Term(f"training image pull ({image_gib:g} GiB)", image_gib * per_gib, f"{source}; {cost}")
+
+
+def _dataset(file_system: Node | None) -> Term:
+    capacity = number(file_system.props.get("storageCapacity")) if file_system else None
+    if capacity is None:
+        return Term("dataset into the file system", None, "no file system the plan knows the size of", cold_only=True)
+    deployment = file_system.props.get("deploymentType")
+    per_tib = (
+        SCRATCH_WRITE_MBPS_PER_TIB if deployment == "SCRATCH_2" else number(file_system.props.get("perUnitStorageThroughput"))
+    )
+    mbps = (per_tib or 0) * capacity / 1024
+    if not mbps:
+        return Term("dataset into the file system", None, f"no write throughput known for {deployment}", cold_only=True)
+    return Term(
+        f"dataset into the file system ({DATASET_GB} GB)",
+        DATASET_GB * GB / (mbps * 1e6) / 60,
+        f"the tutorial's {DATASET_GB}+ GB at {deployment}'s {mbps:.0f} MB/s for {capacity:.0f} GiB",
+        cold_only=True,
+    )
+
+
+def estimate(graph: Graph, deploy_minutes: float, image_gib: float | None = None) -> list[FirstStep]:
+    """The first step of a job on each Trainium group, after a `pulumi up` of ``deploy_minutes``."""
+    through_endpoints = any(
+        e.props.get("vpcEndpointType") == "Interface" and str(e.props.get("serviceName", "")).endswith(".ecr.dkr")
+        for e in graph.of_type(tokens.EC2_VPC_ENDPOINT)
+    )
+    file_system = next(iter(graph.of_type(tokens.FSX_LUSTRE_FILE_SYSTEM)), None)
+    steps = []
+    for group in trainium_groups(graph):
+        nodes = group.max_size or 1
+        terms = [Term("`pulumi up` of a new stack", deploy_minutes, "its critical path (trainium_eks/deployment.py)")]
+        if group.elastic:
+            ready = "Ready about 30-40 s after launch, aws/karpenter-provider-aws#6165"
+            terms.append(Term("Karpenter launches the nodes", KARPENTER_NODE_READY_MINUTES, ready))
+        terms += [
+            _image_pull(group, nodes, image_gib, through_endpoints),
+            _dataset(file_system),
+            Term("graph compilation", COMPILE_MINUTES, "the tutorial's precompile of BERT-large, 6 graphs", cold_only=True),
+        ]
+        steps.append(FirstStep(group.node.name, nodes, tuple(terms)))
+    return steps
