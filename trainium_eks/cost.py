@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from trainium_eks import catalog, layout, tokens, versions
-from trainium_eks.graph import Graph, Node, dig, number
+from trainium_eks.graph import Graph, Node, dig, number, vpc_endpoint_service
 from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
 
 NODE_GROUP = tokens.EKS_NODE_GROUP
@@ -168,7 +168,7 @@ def _file_system(node: Node) -> list[CostLine]:
 def _interface_endpoint(node: Node) -> list[CostLine]:
     subnets = node.props.get("subnetIds")
     zones = len(subnets) if isinstance(subnets, list) else 1  # one subnet per AZ; unknown while previewed: at least one
-    service = str(node.props.get("serviceName", "")).split(".", 3)[-1]  # com.amazonaws.<region>.<service>
+    service = vpc_endpoint_service(node) or "(unknown service)"
     rate = zones * catalog.VPC_INTERFACE_ENDPOINT_USD_PER_AZ_HOUR
     return [CostLine(node.urn, f"interface VPC endpoint {service} in {zones} AZ", rate)]
 

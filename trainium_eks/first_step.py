@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainium_eks import catalog, tokens
-from trainium_eks.graph import Graph, Node, number
+from trainium_eks.graph import Graph, Node, number, vpc_endpoint_service
 from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
 
 GIB_BITS = 8 * 1024**3
@@ -101,7 +101,7 @@ def _dataset(file_system: Node | None) -> Term:
 def estimate(graph: Graph, deploy_minutes: float, image_gib: float | None = None) -> list[FirstStep]:
     """The first step of a job on each Trainium group, after a `pulumi up` of ``deploy_minutes``."""
     through_endpoints = any(
-        e.props.get("vpcEndpointType") == "Interface" and str(e.props.get("serviceName", "")).endswith(".ecr.dkr")
+        e.props.get("vpcEndpointType") == "Interface" and vpc_endpoint_service(e) == "ecr.dkr"
         for e in graph.of_type(tokens.EC2_VPC_ENDPOINT)
     )
     file_system = next(iter(graph.of_type(tokens.FSX_LUSTRE_FILE_SYSTEM)), None)

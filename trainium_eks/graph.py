@@ -122,3 +122,9 @@ class Graph:
                 prop: [nodes[u] for u in urns if u in nodes] for prop, urns in record.get("propertyDependencies", {}).items()
             }
         return cls(nodes.values())
+
+
+def vpc_endpoint_service(endpoint: Node) -> str | None:
+    """``ecr.dkr`` of a VPC endpoint's ``com.amazonaws.<region>.ecr.dkr``; None while a preview does not know it."""
+    name = endpoint.props.get("serviceName")
+    return None if not isinstance(name, str) or is_unknown(name) else name.split(".", 3)[-1]

@@ -11,16 +11,10 @@ from collections.abc import Iterator
 
 from policies.rules import Violation, describe
 from trainium_eks import tokens
-from trainium_eks.graph import Graph, Node, dig, is_unknown
+from trainium_eks.graph import Graph, Node, dig, is_unknown, vpc_endpoint_service
 from trainium_eks.trainium_groups import trainium_groups
 
 IMAGE_PULL_SERVICES = ("ecr.api", "ecr.dkr")
-
-
-def _service(endpoint: Node) -> str | None:
-    """``ecr.dkr`` of ``com.amazonaws.<region>.ecr.dkr``; None while unknown."""
-    name = endpoint.props.get("serviceName")
-    return None if not isinstance(name, str) or is_unknown(name) else name.split(".", 3)[-1]
 
 
 def _nat_route_tables(graph: Graph, vpc: Node) -> list[Node]:
@@ -33,9 +27,9 @@ def image_pulls_through_endpoints(graph: Graph, config: dict) -> Iterator[Violat
         return
     for vpc in graph.of_type(tokens.EC2_VPC):
         endpoints = [e for e in graph.of_type(tokens.EC2_VPC_ENDPOINT) if vpc in e.linked("vpcId")]
-        if any(_service(e) is None for e in endpoints):
+        if any(vpc_endpoint_service(e) is None for e in endpoints):
             continue  # a preview that does not know the services yet
-        gateway = [e for e in endpoints if _service(e) == "s3" and e.props.get("vpcEndpointType") == "Gateway"]
+        gateway = [e for e in endpoints if vpc_endpoint_service(e) == "s3" and e.props.get("vpcEndpointType") == "Gateway"]
         routed = {id(t) for e in gateway for t in e.linked("routeTableIds")}
         unrouted = [t for t in _nat_route_tables(graph, vpc) if id(t) not in routed]
         if not gateway or unrouted:
@@ -46,7 +40,9 @@ def image_pulls_through_endpoints(graph: Graph, config: dict) -> Iterator[Violat
                 "every route table with a NAT route",
             )
         for service in IMAGE_PULL_SERVICES:
-            interface = [e for e in endpoints if _service(e) == service and e.props.get("vpcEndpointType") == "Interface"]
+            interface = [
+                e for e in endpoints if vpc_endpoint_service(e) == service and e.props.get("vpcEndpointType") == "Interface"
+            ]
             if not any(
                 dig(e.props, "privateDnsEnabled") is True or is_unknown(dig(e.props, "privateDnsEnabled")) for e in interface
             ):
