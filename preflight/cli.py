@@ -1,6 +1,6 @@
 """Command line of the offline engine.
 
-    python -m preflight plan STACK [--stack-file PATH] [--preview] [--json]
+    python -m preflight plan STACK [--stack-file PATH] [--preview] [--json] [--image-gib N]
     python -m preflight check STACK... | --all [--stack-file PATH] [--graph FILE] [--preview] [--json]
     python -m preflight diff STACK --against PATH|REF [--json]
 
