@@ -8,7 +8,7 @@ STACK  ?= dev
 CHECKOV_VENV  := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-.PHONY: preview plan-json test lint bench image constraints clean
+.PHONY: preview plan-json test lint docs bench image constraints clean
 
 # Not echoed, and pip's notes go to stderr: `make plan-json > plan.json` writes the plan alone, even on a fresh clone.
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
@@ -40,6 +40,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/actionlint .github/workflows/*.yml
+
+## docs: regenerate Pulumi.yaml's config block and docs/configuration.md's key tables from the stack's model
+docs: $(STAMP)
+	$(BIN)/python -m preflight.schema_docs
 
 # $(call pin,REQUIREMENTS,CONSTRAINTS,VENV): the pip freeze of a fresh virtualenv with REQUIREMENTS, into CONSTRAINTS
 define pin

@@ -13,13 +13,13 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from jobs.rehearsal import RehearsalRequest, rehearse
+from jobs.rehearsal import RehearsalRequest, rehearsal_job, rehearse
 from preflight import engine, stackfile
 from trainium_eks.contract import PlatformContract
 
 STACK = "staging"
 RUNS = 3
-REQUEST = RehearsalRequest(steps=30, kill_at=12, etcd_members=3)  # killed after the checkpoint at step 10
+REQUEST = RehearsalRequest(steps=30, kill_at=12, etcd_members=3)  # killed at step 12, after the checkpoint at step 10
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     outcomes = []
     for run in range(RUNS):
         with tempfile.TemporaryDirectory() as scratch:
-            result = rehearse(contract, REQUEST, Path(scratch), say=lambda line: None)
+            result = rehearse(contract, REQUEST, rehearsal_job(contract, REQUEST), Path(scratch), say=lambda line: None)
         if not result.passed:
             raise RuntimeError(f"run {run}: {result.problem}")
         outcomes.append(result)

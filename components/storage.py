@@ -212,12 +212,22 @@ class FsxVolume:
     volume_name: pulumi.Input[str]
     namespace: pulumi.Input[str]
     claim_name: str
-    capacity_gib: int
+    capacity_gib: int  # the file system's: the volume follows it; the claim requests it when created (CLAIM_REQUEST)
     handle: pulumi.Input[str]  # the kubelet keys a CSI volume's mounts by its handle: one per distinct mount
     dns_name: pulumi.Input[str]
     mount_name: pulumi.Input[str]  # the file system's mount name, followed by a directory to mount that directory alone
     labels: dict[str, str]
     reserved: bool = False  # a claimRef: only the claim in ``namespace`` can bind the volume
+
+
+# A claim's request is set once, when the claim is created. The API server refuses to grow a statically bound claim
+# (admission plugin PersistentVolumeClaimResize: "only dynamically provisioned pvc can be resized and the storageclass
+# that provisions the pvc must support resize") and to shrink any bound claim below its status.capacity
+# (ValidatePersistentVolumeClaimUpdate), so the engine keeps the request it created the claim with (its
+# processIgnoreChanges) while the file system grows. The volume's capacity follows the file system: a PersistentVolume's
+# spec.capacity is mutable (ValidatePersistentVolumeUpdate holds only its source, volumeMode and nodeAffinity), and a
+# claim stays bound to a volume at least as large as its request.
+CLAIM_REQUEST = "spec.resources.requests.storage"
 
 
 def static_claim(
@@ -254,5 +264,5 @@ def static_claim(
             "volumeName": persistent_volume.metadata.name,
             "resources": {"requests": {"storage": capacity}},
         },
-        opts=claim_opts,
+        opts=pulumi.ResourceOptions.merge(claim_opts, pulumi.ResourceOptions(ignore_changes=[CLAIM_REQUEST])),
     )

@@ -6,6 +6,9 @@ The platform owns what is cluster-scoped or shared, so that no team can take mor
 - the Volcano queue ``team-<name>`` and a ResourceQuota, both at the team's share of the provisioned Neuron devices,
   NeuronCores and EFA interfaces (the quota holds whichever queue a job names);
 - an EKS access entry per member principal, in a Kubernetes group bound to a Role in the namespace alone;
+- admission policies that hold in every team namespace what RBAC cannot (``components/team_admission``): bindings
+  to the team's group and own service accounts only, Volcano Jobs and PodGroups on the team's queue only, and pods
+  with Neuron or EFA devices or the Trainium toleration on the Volcano scheduler;
 - the team's directory of the FSx file system, ``/teams/<name>``, mounted as the root of the team's own volume: the
   FSx CSI driver mounts ``<dnsname>@tcp:/<mountname>`` from the volume's attributes (aws-fsx-csi-driver
   pkg/driver/node.go, NodePublishVolume), and FSx for Lustre mounts a directory given after the mount name as the root
@@ -28,6 +31,7 @@ import pulumi_kubernetes as k8s
 from components.kube import system_node_selector
 from components.scheduling import pod_security_labels, queue_capability
 from components.storage import FsxVolume, static_claim
+from components.team_admission import TeamAdmission
 from trainium_eks import layout, versions
 from trainium_eks.config import QueueConfig, StorageConfig, TeamConfig
 from trainium_eks.pod_security import restricted_container_security_context, root_pod_security_context
@@ -83,7 +87,11 @@ class Teams(pulumi.ComponentResource):
     def __init__(self, name: str, args: TeamsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainium-eks:teams:Teams", name, None, opts)
         directories = self._directories(name, args) if args.teams else None
-        self.contract = [self._workspace(f"{name}-{team.name}", team, args, directories) for team in args.teams]
+        # A member's access waits for the admission policies, so that nothing of a team is created before they hold.
+        admission = (
+            [TeamAdmission(f"{name}-admission", [args.volcano], pulumi.ResourceOptions(parent=self))] if args.teams else []
+        )
+        self.contract = [self._workspace(f"{name}-{team.name}", team, args, directories, admission) for team in args.teams]
         self.register_outputs({"teams": self.contract})
 
     def _directories(self, name: str, args: TeamsArgs) -> k8s.batch.v1.Job:
@@ -124,7 +132,7 @@ class Teams(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
 
-    def _workspace(self, name: str, team: TeamConfig, args: TeamsArgs, directories: pulumi.Resource) -> dict:
+    def _workspace(self, name: str, team: TeamConfig, args: TeamsArgs, directories: pulumi.Resource, admission: list) -> dict:
         child = pulumi.ResourceOptions(parent=self)
         labels = {**PART_OF, layout.TEAM_LABEL: team.name}
         namespace = k8s.core.v1.Namespace(
@@ -158,7 +166,7 @@ class Teams(pulumi.ComponentResource):
             },
             opts=in_namespace,
         )
-        self._access(name, team, args, labels, in_namespace)
+        self._access(name, team, args, labels, in_namespace, admission)
         claim = self._volume(name, team, args, labels, directories, in_namespace)
         return {
             "name": team.name,
@@ -171,7 +179,9 @@ class Teams(pulumi.ComponentResource):
             "principalArns": list(team.principal_arns),
         }
 
-    def _access(self, name: str, team: TeamConfig, args: TeamsArgs, labels: dict, opts: pulumi.ResourceOptions) -> None:
+    def _access(
+        self, name: str, team: TeamConfig, args: TeamsArgs, labels: dict, opts: pulumi.ResourceOptions, admission: list
+    ) -> None:
         group = layout.team_group(team.name)
         role = k8s.rbac.v1.Role(
             f"{name}-members",
@@ -196,7 +206,7 @@ class Teams(pulumi.ComponentResource):
                 type="STANDARD",
                 kubernetes_groups=[group],
                 tags={**args.tags, layout.TEAM_LABEL: team.name},
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=admission),
             )
 
     def _volume(

@@ -27,8 +27,9 @@ import yaml
 from jobs import TRAINING_IMAGE_TAG
 from jobs.bandwidth import LAUNCHER, NODE, efa_bandwidth
 from jobs.capacity import LaunchError, node_count
-from jobs.check_pods import SHARED_VOLUME_OWNER, batch_job, check_image, hardened, run_once, two_efa_nodes
-from jobs.launch import add_api_tunnel_option, submit, whole_node_job
+from jobs.check_pods import CHECK_UID, SHARED_VOLUME_OWNER, batch_job, check_image, hardened, run_once, two_efa_nodes
+from jobs.kube_api import submit
+from jobs.launch import add_api_tunnel_option, whole_node_job
 from jobs.outputs import add_team_option, read_outputs, report_bad_input, workspace
 
 __all__ = ["CHECKS", "LAUNCHER", "NODE", "main"]  # the bandwidth check's task names, as the tests and README name them
@@ -46,6 +47,15 @@ def _on_trainium(contract: PlatformContract, group, container: dict, volumes: li
     }
 
 
+def _trainium_job(contract: PlatformContract, name: str, pods: int, pod_spec: dict, spread: bool, uid: int = CHECK_UID) -> dict:
+    """A batch Job of pods on Trainium nodes, placed by Volcano in the workspace's first queue (the one ``node_count``
+    sized it for): Volcano's podgroup controller gives the pods a PodGroup in the queue their annotation names, and a
+    team's namespace admits a pod that tolerates the Trainium taint on Volcano only (components/team_admission.py)."""
+    job = batch_job(contract, name, pods, {**pod_spec, "schedulerName": layout.VOLCANO_SCHEDULER}, spread, uid)
+    job["spec"]["template"]["metadata"]["annotations"][layout.VOLCANO_QUEUE_ANNOTATION] = contract.queues[0]
+    return job
+
+
 def neuron_devices(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
     """On every node a managed group runs (default), or on ``nodes`` nodes; an elastic pool's come up for the check."""
     count = node_count(contract, group, nodes, default=contract.node_ceiling(group))
@@ -55,7 +65,7 @@ def neuron_devices(contract: PlatformContract, group: NodeGroup, nodes: int | No
         "command": ["neuron-ls"],
         "resources": {"limits": {layout.NEURON_DEVICE_RESOURCE: str(group.neuron_devices_per_node)}},
     }
-    return batch_job(contract, "neuron-devices", count, _on_trainium(contract, group, container), spread=True)
+    return _trainium_job(contract, "neuron-devices", count, _on_trainium(contract, group, container), spread=True)
 
 
 def efa_allreduce(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
@@ -78,7 +88,7 @@ def efa_allreduce(contract: PlatformContract, group: NodeGroup, nodes: int | Non
 
 
 def fsx_shared(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
-    available = node_count(contract, group, nodes)
+    available = node_count(contract, group, nodes, devices=False)  # its pods ask for no Neuron device
     directory = f"{contract.fsx_mount_path}/acceptance/fsx-shared"
     script = (
         f'set -eu; mkdir -p {directory}; echo "$HOSTNAME" > {directory}/$JOB_COMPLETION_INDEX; '
@@ -94,7 +104,7 @@ def fsx_shared(contract: PlatformContract, group: NodeGroup, nodes: int | None =
     volumes = [{"name": "shared", "persistentVolumeClaim": {"claimName": contract.fsx_claim_name}}]
     spread = available >= 2  # two nodes when there are two; else two pods on the one node
     pod = _on_trainium(contract, group, container, volumes)
-    return batch_job(contract, "fsx-shared", 2, pod, spread=spread, uid=SHARED_VOLUME_OWNER)
+    return _trainium_job(contract, "fsx-shared", 2, pod, spread=spread, uid=SHARED_VOLUME_OWNER)
 
 
 def etcd_rendezvous(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:

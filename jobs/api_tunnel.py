@@ -19,13 +19,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from jobs.capacity import LaunchError
+from jobs.kube_api import DEFAULT_LOCAL_PORT, stack_kubeconfig
 from jobs.outputs import read_outputs, report_bad_input
+from jobs.paths import file_to_write
 from trainium_eks.cli import OneLineParser
 from trainium_eks.contract import PlatformContract
 
-DEFAULT_LOCAL_PORT = 8443
 HTTPS = 443
-LOOPBACK = "127.0.0.1"
 
 
 def port(text: str) -> int:
@@ -56,37 +56,13 @@ def start_session_command(contract: PlatformContract, local_port: int) -> list[s
     ]  # fmt: skip
 
 
-def through_tunnel(kubeconfig: dict, local_port: int) -> dict:
-    """``kubeconfig`` pointed at the local end of the tunnel, verifying the server under its own name."""
-    clusters = []
-    for entry in kubeconfig.get("clusters", []):
-        cluster = dict(entry["cluster"])
-        host = urlsplit(cluster["server"]).hostname
-        cluster.update({"server": f"https://{LOOPBACK}:{local_port}", "tls-server-name": host})
-        clusters.append({**entry, "cluster": cluster})
-    return {**kubeconfig, "clusters": clusters}
-
-
-def unreachable(contract: PlatformContract, tunnel: int | None) -> str:
-    """What to say when the API server cannot be reached."""
-    print_command = f"python -m jobs.api_tunnel --stack {contract.environment}"
-    if tunnel is not None:
-        return f"--api-tunnel {tunnel}: nothing answers on {LOOPBACK}:{tunnel}; start the session `{print_command}` prints first"
-    if contract.api_access is not None:
-        return (
-            f"the {contract.environment} API endpoint is private: start the session `{print_command}` prints, "
-            f"then add --api-tunnel {DEFAULT_LOCAL_PORT}"
-        )
-    return f"the API endpoint {contract.cluster_endpoint} does not answer; check the network and publicAccessCidrs"
-
-
 def parser() -> OneLineParser:
     p = OneLineParser(prog="python -m jobs.api_tunnel", description=__doc__.splitlines()[0])
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
     source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
     p.add_argument("--local-port", type=port, default=DEFAULT_LOCAL_PORT, help=f"default {DEFAULT_LOCAL_PORT}")
-    p.add_argument("--kubeconfig", type=Path, metavar="PATH", help="write the kubeconfig for kubectl through the tunnel")
+    p.add_argument("--kubeconfig", type=file_to_write, metavar="PATH", help="write the kubeconfig for kubectl through the tunnel")
     return p
 
 
@@ -95,17 +71,23 @@ def write_kubeconfig(contract: PlatformContract, local_port: int, path: Path) ->
     token command, no secret of its own, but kubectl warns about a kubeconfig others can read)."""
     if contract.kubeconfig is None:
         raise LaunchError("--kubeconfig: the outputs hold no kubeconfig (secrets hidden); use --stack")
-    path.touch(mode=0o600, exist_ok=True)
-    path.chmod(0o600)
-    path.write_text(json.dumps(through_tunnel(json.loads(contract.kubeconfig), local_port), indent=2))
+    text = json.dumps(stack_kubeconfig(contract, local_port), indent=2)
+    try:
+        path.touch(mode=0o600, exist_ok=True)
+        path.chmod(0o600)
+        path.write_text(text)
+    except OSError as error:
+        raise LaunchError(f"--kubeconfig {path}: cannot be written ({error.strerror}); name a file you may write") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     def run(args) -> None:
         contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
-        print(shlex.join(start_session_command(contract, args.local_port)))
-        if args.kubeconfig:
+        command = start_session_command(contract, args.local_port)
+        if args.kubeconfig:  # written, or refused, before anything is printed
             write_kubeconfig(contract, args.local_port, args.kubeconfig)
+        print(shlex.join(command))
+        if args.kubeconfig:
             print(f"kubectl through the tunnel: KUBECONFIG={args.kubeconfig} kubectl ...", file=sys.stderr)
         print(f"then: python -m jobs.launch ... --api-tunnel {args.local_port}", file=sys.stderr)
 

@@ -23,28 +23,47 @@ def choose_node_group(contract: PlatformContract, name: str | None) -> NodeGroup
     raise LaunchError(f"--node-group {name}: no such node group; the stack has {', '.join(g.name for g in contract.node_groups)}")
 
 
-def queue_nodes(contract: PlatformContract, group: NodeGroup, queue: str | None = None) -> int | None:
-    """The whole nodes of ``group`` queue ``queue`` (default: the contract's first) admits by its Neuron capability;
-    a team's queue is its quota. None when the queue sets no Neuron capability."""
+def queue_devices(contract: PlatformContract, queue: str | None = None) -> float | None:
+    """The Neuron devices queue ``queue`` (default: the contract's first) admits, its capability; a team's queue is
+    its quota. None when the queue sets no Neuron capability."""
     name = queue or contract.queues[0]
     (entry,) = [q for q in contract.volcano_queues if q.name == name]
-    allowed = entry.capability.get(layout.NEURON_DEVICE_RESOURCE)
+    return entry.capability.get(layout.NEURON_DEVICE_RESOURCE)
+
+
+def queue_nodes(contract: PlatformContract, group: NodeGroup, queue: str | None = None) -> int | None:
+    """The whole nodes of ``group`` queue ``queue`` admits by its Neuron capability (None: no capability set)."""
+    allowed = queue_devices(contract, queue)
     return None if allowed is None else int(allowed) // group.neuron_devices_per_node
 
 
 def node_count(
-    contract: PlatformContract, group: NodeGroup, requested: int | None, default: int = 2, queue: str | None = None
+    contract: PlatformContract,
+    group: NodeGroup,
+    requested: int | None,
+    default: int = 2,
+    queue: str | None = None,
+    *,
+    devices: bool = True,
 ) -> int:
     """The nodes a job takes: ``requested``, else ``default`` (at most what the group can hold and the queue admits).
     A managed group holds the nodes it runs (desiredSize); an elastic group up to maxSize, which Karpenter brings when
-    the job waits. A job larger than its queue admits is refused: it would wait with nothing to bring it capacity."""
+    the job waits. A job larger than its queue admits is refused: it would wait with nothing to bring it capacity.
+    ``devices=False``: pods that ask for no Neuron device, which no queue's capability bounds."""
     ceiling = contract.node_ceiling(group)
     if ceiling == 0:
         raise LaunchError(
             f"--node-group {group.name}: the group runs no node (desiredSize 0), so a job there would wait forever; "
             "scale it up, or make it elastic (provisioning: karpenter)"
         )
-    admitted = queue_nodes(contract, group, queue)
+    admitted = queue_nodes(contract, group, queue) if devices else None
+    if admitted == 0:
+        raise LaunchError(
+            f"--node-group {group.name}: queue {queue or contract.queues[0]} admits "
+            f"{queue_devices(contract, queue):g} Neuron devices, less than one {group.instance_type} "
+            f"({group.neuron_devices_per_node}); raise the queue's (or the team's) neuronShare, or name a node group "
+            "of a smaller type"
+        )
     nodes = min(default, ceiling, ceiling if admitted is None else admitted) if requested is None else requested
     if nodes > ceiling:
         if contract.elastic(group):

@@ -12,13 +12,13 @@ which carries the Neuron SDK and compiler.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
 
-from jobs.capacity import LaunchError
 from training import options
 
 
@@ -32,26 +32,22 @@ class CompileCache:
 
 
 def compile_cache(
-    training_args: tuple[str, ...], *, bf16: bool, world_size: int, instance_type: str, image_tag: str
+    training_options: Mapping[str, Any], *, bf16: bool, world_size: int, instance_type: str, image_tag: str
 ) -> CompileCache:
-    """The cache of a run of ``training.pretrain_bert`` with ``training_args``."""
-    error = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(error):
-            args, _ = options.parser().parse_known_args(list(training_args))
-    except SystemExit:
-        problem = (error.getvalue().strip().splitlines() or ["unreadable"])[-1]
-        raise LaunchError(f"training arguments: {problem}") from None
+    """The cache of a run of ``training.pretrain_bert`` with ``training_options`` (by name; the script's defaults for
+    the options not given)."""
+    chosen = {**options.DEFAULTS, **training_options}
     inputs = {
-        "model": args.model,
-        "modelConfig": options.CONFIGS[args.model],
-        "batchSize": args.batch_size,
-        "gradAccumSteps": args.grad_accum_steps,
-        "dataset": args.data_dir.name,  # the tokenized dataset fixes the sequence length (..._seqlen128)
+        "model": chosen["model"],
+        "modelConfig": options.CONFIGS[chosen["model"]],
+        "batchSize": chosen["batch_size"],
+        "gradAccumSteps": chosen["grad_accum_steps"],
+        # the tokenized dataset fixes the sequence length (..._seqlen128)
+        "dataset": PurePosixPath(str(chosen["data_dir"])).name,
         "bf16": bf16,
         "worldSize": world_size,
         "instanceType": instance_type,
         "image": image_tag,
     }
     digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]
-    return CompileCache(f"bert-{args.model}-{digest}", inputs)
+    return CompileCache(f"bert-{chosen['model']}-{digest}", inputs)

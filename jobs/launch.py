@@ -8,7 +8,9 @@ With ``--team NAME`` the job runs in that team's workspace: its namespace, queue
 endpoint, FSx claim and paths, image repository, instance type and per-node Neuron and EFA
 counts all come from the platform's output contract. TorchX builds the Volcano Job; the launcher then adds
 what TorchX cannot express: the toleration for the Trainium taint, the node group's node selector and the
-job namespace. Exit status: 0 submitted (or printed), 2 bad input (one line on stderr).
+job namespace. Each training argument after ``--`` replaces the launcher's own option of that name (its directories
+on the shared volume, the tutorial's batch), or adds one; the others stay. Exit status: 0 submitted (or printed),
+2 bad input (one line on stderr).
 """
 
 from __future__ import annotations
@@ -16,24 +18,29 @@ from __future__ import annotations
 import json
 import re
 import sys
-from pathlib import Path
-from typing import Annotated
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, PositiveInt, StrictStr, StringConstraints, ValidationError
 from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
 from jobs import TRAINING_IMAGE_TAG, training_security
-from jobs import api_tunnel as api_tunnel_module
+from jobs.api_tunnel import port
 from jobs.capacity import LaunchError, choose_node_group, node_count, whole_node_share
 from jobs.compile_cache import compile_cache
 from jobs.components import JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
+from jobs.kube_api import submit
 from jobs.outputs import add_team_option, read_outputs, report_bad_input, workspace
+from training import options
 from trainium_eks import layout
-from trainium_eks.cli import OneLineParser
+from trainium_eks.cli import OneLineParser, UsageError
 from trainium_eks.contract import NodeGroup, PlatformContract
 
 DATASET = "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
+PRECOMPILE_STEPS = 10  # a few steps trace every graph
+# The training module's options that name directories on the shared volume, which every pod mounts.
+VOLUME_OPTIONS = ("data_dir", "output_dir", "tensorboard_dir")
 
 
 DEVICE_RESOURCES = (layout.NEURON_DEVICE_RESOURCE, layout.NEURON_CORE_RESOURCE, layout.EFA_RESOURCE)
@@ -108,32 +115,18 @@ def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
         raise LaunchError(f"--queue {queue}: no such Volcano queue; the stack has {', '.join(contract.queues)}")
     nodes = node_count(contract, group, request.nodes, queue=queue)
 
-    output_dir = f"{contract.checkpoints_path}/{request.name}"
-    training_args = request.training_args or (
-        "--data-dir",
-        f"{contract.datasets_path}/{DATASET}",
-        "--output-dir",
-        output_dir,
-        "--tensorboard-dir",
-        f"{contract.tensorboard_log_path}/{request.name}",
-        "--batch-size",
-        "16",
-        "--grad-accum-steps",
-        "32",
-    )
+    chosen = training_options(contract, request)
     cache = compile_cache(
-        training_args,
+        chosen,
         bf16=request.bf16,
         world_size=nodes * workers,
         instance_type=group.instance_type,
         image_tag=request.image_tag,
     )
-    if request.precompile and "--steps-this-run" not in training_args:
-        training_args = (*training_args, "--steps-this-run", "10")  # a few steps trace every graph
     job = whole_node_job(
         contract,
         group,
-        *training_args,
+        *options.command_line(chosen),
         name=request.name,
         queue=queue,
         image_tag=request.image_tag,
@@ -148,6 +141,41 @@ def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
         {COMPILE_CACHE_ANNOTATION: f"{contract.neuron_compile_cache_path}/{cache.name}", COMPILE_CACHE_INPUTS: cache.describe()}
     )
     return job
+
+
+def training_options(contract: PlatformContract, request: JobRequest) -> dict[str, Any]:
+    """The training module's options the job passes, by name: the launcher's own (its dataset, checkpoint and
+    TensorBoard directories on the shared volume, the tutorial's micro-batch and accumulation, a few steps for a
+    precompile), each replaced by the option of the same name given after `--`, and the other options given."""
+    try:
+        given = options.given(request.training_args)
+    except UsageError as error:
+        raise LaunchError(f"after --: {error}") from None
+    if "bf16" in given:
+        raise LaunchError("--bf16 after --: the launcher passes it itself (bf16 is its default); --no-bf16 turns it off")
+    chosen = {
+        "data_dir": f"{contract.datasets_path}/{DATASET}",
+        "output_dir": f"{contract.checkpoints_path}/{request.name}",
+        "tensorboard_dir": f"{contract.tensorboard_log_path}/{request.name}",
+        "batch_size": 16,
+        "grad_accum_steps": 32,
+        **({"steps_this_run": PRECOMPILE_STEPS} if request.precompile else {}),
+        **given,
+    }
+    for name in VOLUME_OPTIONS:
+        on_shared_volume(contract, name, chosen[name])
+    return chosen
+
+
+def on_shared_volume(contract: PlatformContract, name: str, value: Any) -> None:
+    """Refuse a directory given after `--` that is not on the shared volume: a pod's own disk goes with the pod."""
+    path, mount = PurePosixPath(str(value)), PurePosixPath(contract.fsx_mount_path)
+    if ".." in path.parts or not path.is_relative_to(mount):
+        flag = "--" + name.replace("_", "-")
+        raise LaunchError(
+            f"{flag} {value} after --: not on the shared volume; give a path under {mount}, where every pod mounts it "
+            "(what a pod writes elsewhere is lost when it restarts)"
+        )
 
 
 def whole_node_job(
@@ -223,33 +251,10 @@ def request_devices(resources: dict) -> None:
     resources["requests"] = {**resources.get("requests", {}), **devices}
 
 
-def submit(job: dict, contract: PlatformContract, api_tunnel: int | None = None) -> str:
-    """Create a Volcano Job or a batch/v1 Job in the job namespace with the stack's kubeconfig, through the access
-    host's tunnel on local port ``api_tunnel`` when given (``jobs.api_tunnel``)."""
-    if contract.kubeconfig is None:
-        raise LaunchError("the outputs hold no kubeconfig (secrets hidden); use --stack, or --dryrun to print the job")
-    from kubernetes import client, config
-    from urllib3.exceptions import MaxRetryError
-
-    kubeconfig = json.loads(contract.kubeconfig)
-    if api_tunnel is not None:
-        kubeconfig = api_tunnel_module.through_tunnel(kubeconfig, api_tunnel)
-    api = config.new_client_from_config_dict(kubeconfig)
-    try:
-        if job["apiVersion"] == "batch/v1":
-            return client.BatchV1Api(api).create_namespaced_job(contract.job_namespace, job).metadata.name
-        created = client.CustomObjectsApi(api).create_namespaced_custom_object(
-            "batch.volcano.sh", "v1alpha1", contract.job_namespace, "jobs", job
-        )
-    except MaxRetryError:
-        raise LaunchError(api_tunnel_module.unreachable(contract, api_tunnel)) from None
-    return created["metadata"]["name"]
-
-
 def add_api_tunnel_option(p: OneLineParser) -> None:
     p.add_argument(
         "--api-tunnel",
-        type=api_tunnel_module.port,
+        type=port,
         metavar="PORT",
         help="reach a private endpoint through the local end of `python -m jobs.api_tunnel`'s session on PORT",
     )

@@ -23,7 +23,6 @@ from jobs.components import JOB_VERSION_ANNOTATION
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ANNOTATION_FIELD = re.compile(r"metadata\.annotations\['([^']+)'\]")
 VARIABLE_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
-WORKER_MODULE = "training.pretrain_bert"
 # torchrun, with an optional shorter TTL for etcd-v2's rendezvous state (the keep-alive test needs a run to
 # outlive it; torch does not expose the TTL as a rendezvous option).
 AGENT = """
@@ -95,11 +94,6 @@ class Agent:
     process: subprocess.Popen
     log: Path
 
-    def workers(self) -> list[int]:
-        """PIDs of the training workers this agent runs now."""
-        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
-        return [int(pid) for pid in children if WORKER_MODULE in _cmdline(int(pid))]
-
 
 def container_env(container: dict, annotations: dict[str, str]) -> dict[str, str]:
     """The container's environment as the kubelet sets it: plain values, and pod annotations by downward API."""
@@ -119,13 +113,6 @@ def container_env(container: dict, annotations: dict[str, str]) -> dict[str, str
 def expand(arg: str, env: dict[str, str]) -> str:
     """``$(NAME)`` references replaced as the kubelet does in a container's command (unknown names stay)."""
     return VARIABLE_REFERENCE.sub(lambda m: env.get(m.group(1), m.group(0)), arg)
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
-    except OSError:
-        return ""
 
 
 class Rehearsal:
@@ -178,13 +165,6 @@ class Rehearsal:
                 agent.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 agent.process.kill()
-
-    def kill_worker(self, task: str) -> int:
-        """SIGKILL one training worker of ``task``'s agent, as an OOM kill or a crash would; returns its PID."""
-        (agent,) = [a for a in self.agents if a.task == task]
-        pid = agent.workers()[-1]
-        os.kill(pid, signal.SIGKILL)
-        return pid
 
     def logs_text(self) -> str:
         return "\n".join(f"--- {a.task}\n{a.log.read_text()[-4000:]}" for a in self.agents)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from components.rendezvous import ETCD_NAME, member_container
 from jobs.outputs import read_outputs, report_bad_input
+from jobs.paths import create_directory, new_directory
 from trainium_eks.cli import OneLineParser
 from trainium_eks.contract import PlatformContract
 
@@ -143,14 +144,19 @@ def parser() -> OneLineParser:
     source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
     source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
     p.add_argument("--members", type=int, choices=(1, 3, 5), default=1, help="members to start, as the stack's etcdMembers")
-    p.add_argument("--workdir", type=Path, help="the members' data and logs (default: a temporary directory)")
+    p.add_argument(
+        "--workdir", type=new_directory, help="the members' data and logs, a new or empty directory (default: a temporary one)"
+    )
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     def run(args) -> None:
         contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
-        workdir = args.workdir or Path(tempfile.mkdtemp(prefix="trainium-eks-etcd-"))
+        if args.workdir:
+            workdir = create_directory(args.workdir, "--workdir")
+        else:
+            workdir = Path(tempfile.mkdtemp(prefix="trainium-eks-etcd-"))
         cluster = LocalEtcd.for_platform(contract.job_namespace, args.members, workdir).start()
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the members on `kill` as on Ctrl-C
         try:

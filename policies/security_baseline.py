@@ -7,7 +7,7 @@ from pulumi_policy import EnforcementLevel, Severity
 
 from policies.adapters import resource_policy, stack_policy
 from policies.pack import Pack
-from policies.rules import access_path, deploy_path, nodes, security, teams, workloads
+from policies.rules import access_path, deploy_path, iam, nodes, security, teams, workloads
 from trainium_eks import tokens
 
 EKS_TYPES = (security.EKS_COMPONENT, security.EKS_CLUSTER)
@@ -69,7 +69,7 @@ SECURITY_BASELINE = Pack(
             "A role an AWS service assumes (the deploy runner's) is limited to its own resource and account.",
             Severity.HIGH,
             deploy_path.service_role_trust_scoped,
-            (security.IAM_ROLE,),
+            (iam.IAM_ROLE,),
         ),
         stack_policy(
             "private-endpoint-in-vpc-runner",
@@ -97,7 +97,7 @@ SECURITY_BASELINE = Pack(
             "Grants of ssm:StartSession name their instances and allow port-forwarding documents only.",
             Severity.HIGH,
             access_path.session_access_scoped,
-            (*security.IAM_POLICY_TYPES, security.IAM_ROLE),
+            (*iam.IAM_POLICY_TYPES, iam.IAM_ROLE),
         ),
         resource_policy(
             "security-group-no-world-ingress",
@@ -110,14 +110,14 @@ SECURITY_BASELINE = Pack(
             "iam-no-wildcard-admin",
             "No IAM policy allows every action on every resource.",
             Severity.CRITICAL,
-            security.iam_no_wildcard_admin,
-            (*security.IAM_POLICY_TYPES, security.IAM_ROLE),
+            iam.iam_no_wildcard_admin,
+            (*iam.IAM_POLICY_TYPES, iam.IAM_ROLE),
         ),
         stack_policy(
             "irsa-no-full-access-policies",
             "Service-account roles carry no *FullAccess managed policy.",
             Severity.HIGH,
-            security.irsa_no_full_access,
+            iam.irsa_no_full_access,
         ),
         resource_policy(
             "ecr-immutable-scan-on-push",
@@ -207,6 +207,13 @@ SECURITY_BASELINE = Pack(
             "no cluster-scoped access policy, ClusterRoleBinding or other namespace's RoleBinding names them.",
             Severity.CRITICAL,
             teams.team_access_namespaced,
+        ),
+        stack_policy(
+            "team-role-bounded",
+            "A team's Role holds no wildcard, only reads the team's quota, NetworkPolicies, Volcano queues and "
+            "PodGroups, and holds no bind or escalate on Roles.",
+            Severity.CRITICAL,
+            teams.team_role_bounded,
         ),
         resource_policy(
             "team-volume-own-directory",

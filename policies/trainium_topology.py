@@ -6,7 +6,7 @@ from pulumi_policy import EnforcementLevel, Severity
 
 from policies.adapters import resource_policy, stack_policy
 from policies.pack import Pack
-from policies.rules import images, node_storage, node_versions, repair, scheduling, teams, topology, trainium_nodes
+from policies.rules import images, node_storage, node_versions, repair, scheduling, system_pods, teams, topology, trainium_nodes
 
 TRAINIUM_TOPOLOGY = Pack(
     name="trainium-topology",
@@ -14,7 +14,8 @@ TRAINIUM_TOPOLOGY = Pack(
     "the Neuron AMI at one pinned release with a driver the training runtime runs on, node groups at a stated "
     "Kubernetes version, images pulled onto the instance store, the Neuron taint, elastic pools that keep busy "
     "nodes, device plugins, FSx "
-    "next to the nodes, queues within capacity, etcd with the v2 API, and failed nodes repaired.",
+    "next to the nodes, queues within capacity, etcd with the v2 API, failed nodes repaired, and system pods that fit the "
+    "system nodes.",
     enforcement_level=EnforcementLevel.MANDATORY,
     policies=(
         stack_policy(
@@ -145,6 +146,13 @@ TRAINIUM_TOPOLOGY = Pack(
             Severity.HIGH,
             repair.trainium_node_auto_repair,
             config={"requireNodeRepair": {"type": "boolean", "default": False}},
+        ),
+        stack_policy(
+            "system-pods-fit-system-nodes",
+            "The system pods' requests (replicas, one-per-node anti-affinity, DaemonSets) fit the system node group at "
+            "its minimum size.",
+            Severity.HIGH,
+            system_pods.system_pods_fit,
         ),
     ),
 )

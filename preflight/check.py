@@ -23,13 +23,13 @@ import jsonschema
 from google.protobuf import json_format, struct_pb2
 from pulumi_policy import EnforcementLevel
 
-from policies.packs import PACKS, POLICIES_DIR, Pack
+from policies.packs import PACKS, Pack
 from preflight import planfile, stackfile
 from preflight.engine import UNKNOWN
 from trainium_eks.graph import UNKNOWN as UNKNOWN_SENTINEL
 from trainium_eks.sdk_internals import PolicyAnalyzerServicer, analyzer_pb2
 
-CONFIG_DIR = POLICIES_DIR / "config"
+CONFIG_DIR = stackfile.policy_config_directory()  # policies/config
 LEVELS = {
     analyzer_pb2.ADVISORY: "advisory",
     analyzer_pb2.MANDATORY: "mandatory",
@@ -245,8 +245,12 @@ def check_plan(plan: dict, policy_config: dict, source: str) -> CheckResult:
 
 
 def check_plan_file(path: Path, stack: str | None = None) -> tuple[dict, CheckResult]:
-    """Check a saved plan (``preflight plan --json`` output) as the stack it names, or as ``stack``."""
+    """Check a saved plan (``preflight plan --json`` output) with the policy config of the stack it records; ``stack``,
+    if given, must be that stack: another stack's policy config would judge this plan by limits set for another."""
     plan = planfile.read(path).to_plan()
-    if stack is not None:
-        plan["stack"] = stack
+    if stack is not None and stackfile.check_stack_name(stack) != plan["stack"]:
+        raise planfile.PlanFileError(
+            f"{path}: a plan of stack '{plan['stack']}', not '{stack}'; check it as {plan['stack']} (leave STACK out), "
+            f"or check {stack}'s own plan"
+        )
     return plan, check_plan(plan, load_policy_config(plan["stack"]), f"policies/config/{plan['stack']}.json")

@@ -2,33 +2,45 @@
 
     python -m preflight plan STACK [--stack-file PATH] [--preview] [--json] [--image-gib N]
     python -m preflight check STACK... | --all [--stack-file PATH] [--graph FILE] [--preview] [--json]
-    python -m preflight diff STACK --against PATH|REF [--json]
+    python -m preflight diff STACK --against PATH|REF [--stack-file PATH] [--json]
 
 Exit status: 0 success (``check``: no mandatory violation), 1 ``check`` found a mandatory violation,
-2 config or usage error (one line on stderr, no traceback).
+2 config or usage error (one line on stderr, no traceback); ``diff``: 3 the change loses data (a ``DATA LOSS`` line),
+else 4 EKS refuses part of it (a ``REFUSED BY EKS`` line).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
+from typing import Annotated
 
-from preflight import analysis, batch, check, diff, engine, planfile, render, stackfile
+from pydantic import Field, TypeAdapter, ValidationError
+
+from preflight import analysis, baseline, batch, check, diff, engine, impact_report, planfile, render, stackfile
+from trainium_eks import catalog
 from trainium_eks.cli import OneLineParser, UsageError, one_line
+
+DATA_LOSS, REFUSED = 3, 4  # diff's exit statuses after a DATA LOSS or REFUSED BY EKS line (README, "Reviewing a change")
+
+
+# The training image is pulled onto a Trainium node's instance store (trainium_eks/nodeadm.py): no image larger than
+# the largest instance store of a Trainium type in the catalog can be pulled at all.
+MAX_IMAGE_GIB = max(t.instance_store_gb for t in catalog.INSTANCE_TYPES.values() if t.is_trainium) * 1000**3 / 1024**3
+IMAGE_GIB = TypeAdapter(Annotated[float, Field(gt=0, le=MAX_IMAGE_GIB, allow_inf_nan=False)])
 
 
 def image_size(text: str) -> float:
-    """A size in GiB from the command line, above 0 (argparse reports the error in one line)."""
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(text)
-    return value
-
-
-image_size.__name__ = "GiB"  # argparse names the type in its message: "invalid GiB value"
+    """``--image-gib``: a size in GiB above 0 that a node can hold (argparse prints the error in one line)."""
+    try:
+        return IMAGE_GIB.validate_python(text)
+    except ValidationError:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not an image size: use GiB above 0 and at most {MAX_IMAGE_GIB:,.0f} (the largest Trainium "
+            "node's instance store, where images are pulled)"
+        ) from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -51,7 +63,13 @@ def parser() -> argparse.ArgumentParser:
     policy.add_argument("--preview", action="store_true", help="check a preview of a new stack (computed values unknown)")
     policy.add_argument("--json", action="store_true", help="print the plan(s) with their violations as JSON")
 
-    change = commands.add_parser("diff", help="what the working tree changes in a stack against another version")
+    change = commands.add_parser(
+        "diff",
+        help="what the working tree changes in a stack against another version",
+        epilog=f"exit status: 0 the change applies; {DATA_LOSS} it loses data (a DATA LOSS line: a file system, "
+        f"registry, KMS key or cluster replaced or removed); {REFUSED} otherwise, EKS refuses part of it (a REFUSED "
+        "BY EKS line); 2 bad input. CI can stop on a non-zero status, or ask for a second review on 3.",
+    )
     change.add_argument("stack", help="stack name")
     change.add_argument(
         "--against",
@@ -59,7 +77,12 @@ def parser() -> argparse.ArgumentParser:
         metavar="PATH|REF",
         help="the baseline: a stack settings file, or a git ref (the program and stack file as committed)",
     )
-    change.add_argument("--json", action="store_true", help='print {"added", "removed", "changed"} as JSON')
+    change.add_argument("--stack-file", type=Path, help="compare this settings file, evaluated as STACK, to the baseline")
+    change.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"added", "removed", "changed", "losses", "refused", "drifts", "cost"} as JSON',
+    )
     return root
 
 
@@ -111,27 +134,26 @@ def run_diff(args: argparse.Namespace) -> int:
     against = Path(args.against)
     baseline_settings = stackfile.load(args.stack, against) if against.is_file() else None
     if baseline_settings is None:
-        diff.check_ref(args.against)
-    # diff compares the working tree's own stack file: there is no --stack-file to point elsewhere.
-    working_tree = stackfile.load(args.stack, otherwise="diff compares the working tree's stack file: create it")
+        baseline.check_ref(args.against)
+    proposed = stackfile.load(args.stack, args.stack_file)
     # annotated with the cost estimate, as `plan --json` prints them (and plan_at_ref reads them)
-    current = analysis.annotate(engine.evaluate(working_tree).to_json())
+    current = analysis.annotate(engine.evaluate(proposed).to_json())
     if baseline_settings is None:
-        baseline = diff.plan_at_ref(stackfile.REPO_ROOT, args.against, args.stack)
+        before = baseline.plan_at_ref(stackfile.REPO_ROOT, args.against, args.stack)
     else:
-        baseline = analysis.annotate(engine.evaluate(baseline_settings).to_json())
-    impact = diff.compare(baseline, current)
+        before = analysis.annotate(engine.evaluate(baseline_settings).to_json())
+    impact = diff.compare(before, current)
     if args.json:
         print(json.dumps(impact.to_json(), indent=2, sort_keys=True))
     else:
-        print(render.impact(args.stack, args.against, impact, current, baseline))
-    return 0
+        print(impact_report.impact(args.stack, args.against, impact, current, before))
+    return DATA_LOSS if impact.losses else REFUSED if impact.refused else 0
 
 
 COMMANDS = {"plan": run_plan, "check": run_check, "diff": run_diff}
 
 
-ONE_LINE_ERRORS = (UsageError, batch.StackError, diff.RefError, planfile.PlanFileError, *batch.ONE_LINE_ERRORS)
+ONE_LINE_ERRORS = (UsageError, batch.StackError, baseline.RefError, planfile.PlanFileError, *batch.ONE_LINE_ERRORS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,26 +1,23 @@
 """Change impact: what one version of a stack changes against another, and which changes replace a resource.
 
 Two plans are compared by URN: resources only in the new plan are added, only in the old one removed, and
-in both with different inputs changed, with the input paths that differ. A change replaces the resource when
-one of those paths is a property the provider cannot update in place (``REPLACE_ON_CHANGE``).
+in both with different inputs changed, with the input paths that differ. As the engine does, the new inputs first
+take the old values at the paths a resource ignores (``ignoreChanges``). A change replaces the resource when one of
+those paths is a property the provider cannot update in place (``REPLACE_ON_CHANGE``), or one it cannot update to
+that value (``REPLACE_ON_VALUE``). Changes are listed in the order `pulumi up` applies them.
 """
 
 from __future__ import annotations
 
-import json
+import copy
 import re
-import subprocess
-import sys
-import tarfile
-import tempfile
-from collections.abc import Iterator, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from io import BytesIO
-from pathlib import Path
 from typing import Any
 
-from trainium_eks import tokens, versions
-from trainium_eks.trainium_groups import RELEASE_VERSION
+from preflight import version_moves
+from trainium_eks import tokens
 
 # Properties whose change forces a replacement, for the resource types the platform creates. Sources: the
 # Terraform AWS provider's resource docs ("Forces new resource", which pulumi-aws inherits), pulumi-eks's
@@ -103,6 +100,16 @@ REPLACE_ON_CHANGE: Mapping[str, tuple[str, ...]] = {
     # The NodePool CRD (v1.14.1) refuses a change of nodeClassRef's group or kind (CEL: "... is immutable").
     tokens.KARPENTER_NODE_POOL: ("spec.template.spec.nodeClassRef.group", "spec.template.spec.nodeClassRef.kind"),
 }
+# Changes that replace the resource for some values only: (old, new, the resource's new inputs) -> replaced. The
+# Terraform AWS provider forces a new Lustre file system when storage_capacity decreases or the file system is
+# SCRATCH_1 (resourceLustreFileSystemSchemaCustomizeDiff): FSx grows a file system, never shrinks it, and cannot grow
+# SCRATCH_1 (FSx API Reference, UpdateFileSystem, StorageCapacity).
+REPLACE_ON_VALUE: Mapping[tuple[str, str], Callable[[Any, Any, Mapping[str, Any]], bool]] = {
+    (tokens.FSX_LUSTRE_FILE_SYSTEM, "storageCapacity"): lambda old, new, inputs: (
+        (isinstance(old, float | int) and isinstance(new, float | int) and new < old)
+        or inputs.get("deploymentType") == "SCRATCH_1"
+    ),
+}
 # Changes that replace the nodes themselves, though the resource changes in place. A managed node group rolls onto a new
 # launch template version or AMI release (one node at a time: updateConfig maxUnavailable 1). Karpenter replaces a
 # node whose EC2NodeClass or NodePool template changed ("drift", Karpenter docs, Disruption: a NodePool's limits and
@@ -135,6 +142,7 @@ class Change:
     nodes: str | None = None  # what happens to running nodes, when the change replaces them
     values: tuple[tuple[str, Any, Any], ...] = ()  # (path, old, new) for each changed path
     dependents: tuple[str, ...] = ()  # of a replacement: the resources whose inputs come from it
+    after: tuple[str, ...] = ()  # the changed resources `pulumi up` finishes before it starts this one
 
     def to_json(self) -> dict:
         return {
@@ -144,6 +152,7 @@ class Change:
             "nodes": self.nodes,
             "values": [{"path": path, "old": old, "new": new} for path, old, new in self.values],
             "dependents": list(self.dependents),
+            "after": list(self.after),
         }
 
 
@@ -155,7 +164,7 @@ class Impact:
     losses: list[dict] = field(default_factory=list)  # a replaced or removed stateful resource, and what goes with it
     cost: dict = field(default_factory=dict)  # monthly USD busy and idle, before and after
     drifts: list[dict] = field(default_factory=list)  # Karpenter node classes whose nodes a version change replaces
-    refused: list[dict] = field(default_factory=list)  # changes EKS refuses to apply, and what to do instead
+    refused: list[dict] = field(default_factory=list)  # changes EKS refuses to apply (version_moves.refused)
 
     def to_json(self) -> dict:
         return {
@@ -192,6 +201,11 @@ def replaces(resource_type: str, path: str) -> bool:
     return any(path == p or path.startswith((f"{p}.", f"{p}[")) for p in properties)
 
 
+def replaced_by_value(resource_type: str, path: str, old: Any, new: Any, inputs: Mapping[str, Any]) -> bool:
+    rule = REPLACE_ON_VALUE.get((resource_type, path))
+    return rule is not None and rule(old, new, inputs)
+
+
 def replaced_nodes(resource_type: str, paths: tuple[str, ...]) -> str | None:
     prefixes, effect = NODE_REPLACING.get(resource_type, ((), ""))
     hit = any(p == prefix or p.startswith((f"{prefix}.", f"{prefix}[")) or not prefix for p in paths for prefix in prefixes)
@@ -205,56 +219,74 @@ def input_dependents(plan: Mapping[str, dict], urn: str) -> tuple[str, ...]:
     )
 
 
-def cluster_version(resources: Mapping[str, dict]) -> str | None:
-    versions = [r["inputs"].get("version") for r in resources.values() if r["type"] in tokens.EKS_CLUSTERS]
-    return versions[0] if versions else None
+PATH_STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
 
 
-def version_drifts(old: Mapping[str, dict], new: Mapping[str, dict]) -> list[dict]:
-    """The EC2NodeClasses whose nodes Karpenter replaces because the control plane's version changed: their inputs
-    stay the same, but an ``al2023@<release>`` alias resolves to that release's build for the cluster's version
-    (Karpenter docs, FAQ "How do I upgrade an EKS Cluster with Karpenter?": drift keeps the nodes in step with it)."""
-    before, after = cluster_version(old), cluster_version(new)
-    if before == after:
-        return []
-    return [
-        {"urn": urn, "why": f"its AMI alias resolves to the Kubernetes {after} build (was {before})"}
-        for urn, r in sorted(new.items())
-        if r["type"] == tokens.KARPENTER_NODE_CLASS
-        and any("alias" in term for term in ((r["inputs"].get("spec") or {}).get("amiSelectorTerms") or []))
-    ]
+def with_ignored_changes(old: dict, new: dict, ignored: Iterable[str]) -> dict:
+    """``new`` with each ignored path (``a.b[0].c``) reset to its value in ``old``, or removed where ``old`` lacks it:
+    the engine's processIgnoreChanges before it diffs an update. A path whose parent ``new`` lacks is left alone."""
+    result = copy.deepcopy(new)
+    for path in ignored:
+        *parents, last = [key if key else int(index) for key, index in PATH_STEP.findall(path)]
+        source, target = _walk(old, parents), _walk(result, parents)
+        kept = _holds(source, last)
+        if kept and (_holds(target, last) or (isinstance(target, dict) and isinstance(last, str))):
+            target[last] = copy.deepcopy(source[last])
+        elif not kept and _holds(target, last):
+            del target[last]
+    return result
 
 
-def rollbacks(changed: list[Change], new: Mapping[str, dict]) -> list[dict]:
-    """Managed node groups moved to an older Kubernetes version or AMI release, which EKS refuses (EKS API
-    Reference, UpdateNodegroupVersion: "You cannot roll back a node group to an earlier Kubernetes version or AMI
-    version"). A new group (another name in the stack file) is created at any release."""
-    refused = []
-    for change in changed:
-        if new[change.urn]["type"] != tokens.EKS_NODE_GROUP:
-            continue
-        for path, old_value, new_value in change.values:
-            older = _older_version(old_value, new_value) if path == "version" else _older_release(old_value, new_value)
-            if path in ("version", "releaseVersion") and older:
-                refused.append(
-                    {
-                        "urn": change.urn,
-                        "why": f"{path} {old_value} -> {new_value} rolls the group back, which EKS refuses; keep "
-                        f"{old_value}, or give the group a new name so that a new group replaces it",
-                    }
-                )
-    return refused
+def _holds(container: Any, step: str | int) -> bool:
+    if isinstance(step, int):
+        return isinstance(container, list) and step < len(container)
+    return isinstance(container, dict) and step in container
 
 
-def _older_version(old: Any, new: Any) -> bool:
-    if not all(isinstance(v, str) and re.fullmatch(r"\d+\.\d+", v) for v in (old, new)):
-        return False
-    return versions.minor_version(new) < versions.minor_version(old)
+def _walk(value: Any, steps: list[str | int]) -> Any:
+    for step in steps:
+        if not _holds(value, step):
+            return None
+        value = value[step]
+    return value
 
 
-def _older_release(old: Any, new: Any) -> bool:
-    dates = [RELEASE_VERSION.match(v) if isinstance(v, str) else None for v in (old, new)]
-    return all(dates) and dates[1].group(1) < dates[0].group(1)
+class Waits:
+    """Which resources `pulumi up` finishes before it starts one: its dependencies (data and ``dependsOn``) and its
+    provider, each with what it waits for; a dependency on a component waits for everything inside it (as in
+    ``trainium_eks.deployment``), except for a resource inside that component."""
+
+    def __init__(self, plan: Mapping[str, dict]):
+        self.plan = plan
+        self.children: dict[str, list[str]] = defaultdict(list)
+        for urn, record in plan.items():
+            if record.get("parent"):
+                self.children[record["parent"]].append(urn)
+        self._waits: dict[str, frozenset[str]] = {}
+
+    def on(self, urn: str) -> frozenset[str]:
+        if urn not in self._waits:
+            self._waits[urn] = frozenset()  # a cycle (no deployable plan has one) ends here
+            record, ancestors = self.plan[urn], self._ancestors(urn)
+            found: set[str] = set()
+            for dependency in [*record.get("dependencies", []), record.get("provider")]:
+                if dependency not in self.plan:
+                    continue
+                inside = [] if self.plan[dependency].get("custom", True) or dependency in ancestors else self._inside(dependency)
+                for waited in (dependency, *inside):
+                    found |= {waited, *self.on(waited)}
+            self._waits[urn] = frozenset(found)
+        return self._waits[urn]
+
+    def _ancestors(self, urn: str) -> set[str]:
+        found, parent = set(), self.plan[urn].get("parent")
+        while parent in self.plan:
+            found.add(parent)
+            parent = self.plan[parent].get("parent")
+        return found
+
+    def _inside(self, component: str) -> list[str]:
+        return [urn for child in self.children[component] for urn in (child, *self._inside(child))]
 
 
 def monthly_cost(plan: dict) -> dict:
@@ -267,76 +299,29 @@ def compare(old_plan: dict, new_plan: dict) -> Impact:
     new = {r["urn"]: r for r in new_plan["resources"]}
     impact = Impact(added=sorted(set(new) - set(old)), removed=sorted(set(old) - set(new)))
     impact.cost = {"before": monthly_cost(old_plan), "after": monthly_cost(new_plan)}
+    changed = {}
     for urn in sorted(set(old) & set(new)):
         if new[urn]["type"].startswith("pulumi:providers:"):
             continue  # provider inputs (a kubeconfig, a region) change with the resources they configure
-        values = tuple(changed_values(old[urn]["inputs"], new[urn]["inputs"]))
+        inputs = with_ignored_changes(old[urn]["inputs"], new[urn]["inputs"], new[urn].get("ignoreChanges") or ())
+        values = tuple(changed_values(old[urn]["inputs"], inputs))
         if values:
-            kind, paths = new[urn]["type"], tuple(path for path, _, _ in values)
-            replace = any(replaces(kind, p) for p in paths)
-            dependents = input_dependents(new, urn) if replace else ()
-            impact.changed.append(Change(urn, paths, replace, replaced_nodes(kind, paths), values, dependents))
-    impact.drifts = version_drifts(old, new)
-    impact.refused = rollbacks(impact.changed, new)
+            changed[urn] = (new[urn]["type"], inputs, values)
+    waits = Waits(new)
+    for urn, (kind, inputs, values) in changed.items():
+        paths = tuple(path for path, _, _ in values)
+        replace = any(replaces(kind, path) or replaced_by_value(kind, path, a, b, inputs) for path, a, b in values)
+        dependents = input_dependents(new, urn) if replace else ()
+        after = tuple(sorted(waits.on(urn) & changed.keys()))
+        impact.changed.append(Change(urn, paths, replace, replaced_nodes(kind, paths), values, dependents, after))
+    # A resource starts after everything it waits for, so each one waits for fewer changed resources than any that
+    # waits for it: this order is one `pulumi up` can take.
+    impact.changed.sort(key=lambda c: (len(c.after), c.urn))
+    impact.drifts = version_moves.version_drifts(old, new)
+    impact.refused = version_moves.refused(impact.changed, new)
     gone = [(c.urn, "replaced") for c in impact.changed if c.replace] + [(urn, "removed") for urn in impact.removed]
     for urn, how in sorted(gone):
         kind = (new.get(urn) or old[urn])["type"]
         if kind in LOST:
             impact.losses.append({"urn": urn, "how": how, "lost": LOST[kind]})
     return impact
-
-
-class RefError(Exception):
-    """A git ref that cannot be read; the message is one line."""
-
-
-# What git refuses in a ref name (git check-ref-format), so that no such text reaches git. The revision
-# suffixes ~N, ^N and @{...} stay allowed: `--against HEAD~1` is the common case.
-REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f:?*\[\\]|\.\.")
-
-
-def check_ref(ref: str) -> str:
-    """``ref``, when git could read it as a revision and never as an option."""
-    if ref.startswith("-"):
-        why = "it starts with '-'"
-    elif not ref or REF_FORBIDDEN.search(ref):
-        why = "it is empty or has a space, control character, ':', '?', '*', '[', '\\' or '..'"
-    else:
-        return ref
-    raise RefError(f"--against {ref!r}: not a stack file, nor a git ref ({why}); pass a stack file, branch, tag or commit")
-
-
-def _git(repo: Path, ref: str, *args: str) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True)
-    except OSError as error:
-        raise RefError(f"--against {ref}: cannot run git ({error.strerror}); install git or pass a stack file") from None
-
-
-def _last_line(output: bytes | str, default: str) -> str:
-    text = output.decode(errors="replace") if isinstance(output, bytes) else output
-    return (text.strip().splitlines() or [default])[-1]
-
-
-def plan_at_ref(repo: Path, ref: str, stack: str) -> dict:
-    """Evaluate ``stack`` with the program and stack file as they are at git ``ref``, in a separate process."""
-    resolved = _git(repo, check_ref(ref), "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
-    if resolved.returncode != 0:
-        reason = _last_line(resolved.stderr, "no such commit")
-        raise RefError(f"--against {ref}: not a stack file, nor a git ref of {repo} ({reason})")
-    commit = resolved.stdout.decode().strip()
-    archive = _git(repo, ref, "archive", "--format=tar", "--end-of-options", commit)
-    if archive.returncode != 0:
-        raise RefError(f"--against {ref}: git archive of {commit} failed ({_last_line(archive.stderr, 'no output')})")
-    with tempfile.TemporaryDirectory(prefix="preflight-diff-") as tree:
-        with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
-            tar.extractall(tree, filter="data")
-        result = subprocess.run(
-            [sys.executable, "-m", "preflight", "plan", "--json", "--", stack], cwd=tree, capture_output=True, text=True
-        )
-    if result.returncode != 0:
-        raise RefError(f"--against {ref}: evaluating {stack} there failed: {_last_line(result.stderr, 'no output')}")
-    try:
-        return json.loads(result.stdout)
-    except ValueError:
-        raise RefError(f"--against {ref}: evaluating {stack} there printed no plan; is it a version of this project?") from None

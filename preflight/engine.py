@@ -2,9 +2,9 @@
 
 The program (``__main__.py``) runs unchanged under the Python SDK's mocks. A recording monitor captures every
 registration as the engine receives it: URN (in the engine's format), type, parent, provider, options,
-dependencies, property dependencies and the wire inputs (camelCase keys, numbers as floats). Secrets print as
-``[secret]``, unknowns (preview) as ``[unknown]``, resource references as the engine marshals them for
-analyzers (a custom resource as its ID, a component as its URN).
+dependencies, property dependencies, the input paths whose changes it ignores (``ignoreChanges``) and the wire
+inputs (camelCase keys, numbers as floats). Secrets print as ``[secret]``, unknowns (preview) as ``[unknown]``,
+resource references as the engine marshals them for analyzers (a custom resource as its ID, a component as its URN).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ PROVIDER_MODULES = (
     "pulumi_aws.sqs",
     "pulumi_aws.ssm",
     "pulumi_aws.vpc",
+    "pulumi_kubernetes.admissionregistration.v1",
     "pulumi_kubernetes.apiextensions",
     "pulumi_kubernetes.apps.v1",
     "pulumi_kubernetes.batch.v1",
@@ -73,6 +74,7 @@ class Resource:
     dependencies: list[str]
     property_dependencies: dict[str, list[str]]
     inputs: dict[str, Any]
+    ignore_changes: list[str] = field(default_factory=list)  # an update keeps these paths' values from the last deployment
 
     def to_json(self) -> dict:
         return {
@@ -87,6 +89,7 @@ class Resource:
             "dependencies": self.dependencies,
             "propertyDependencies": self.property_dependencies,
             "inputs": self.inputs,
+            "ignoreChanges": self.ignore_changes,
         }
 
 
@@ -165,6 +168,7 @@ class RecordingMonitor(sdk.MockMonitor):
                     prop: sorted(set(deps.urns)) for prop, deps in sorted(getattr(request, "propertyDependencies", {}).items())
                 },
                 inputs=json_format.MessageToDict(properties),
+                ignore_changes=list(getattr(request, "ignoreChanges", [])),
             )
         )
 

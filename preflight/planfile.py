@@ -1,17 +1,19 @@
 """A saved plan (what `preflight plan --json` writes), read at the edge for `preflight check --graph FILE`.
 
 The file is parsed once into frozen models that state every field's type, exactly the shape ``plan --json``
-prints: the engine's plan (``engine.Plan.to_json``) with the ``cost``, ``deployment`` and ``firstStep`` annotations
-(``preflight.analysis``), which may be left out. Anything else is refused with one line
-``<file>: <json path>: <problem>; <fix>``.
+prints: the engine's plan (``engine.Plan.to_json``) with the ``cost``, ``deployment``, ``firstStep``, ``systemFit``
+and ``trainiumNodes`` annotations (``preflight.analysis``), which may be left out. Anything else is refused with one
+line ``<file>: <json path>: <problem>; <fix>``.
 """
 
 from __future__ import annotations
 
+import math
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, StringConstraints, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
 from preflight.stackfile import STACK_NAME, StackFileError, read_text
@@ -23,6 +25,33 @@ FIX = "regenerate the file with `python -m preflight plan STACK --json`"
 
 class PlanFileError(Exception):
     """A plan file that cannot be checked; the message is one line naming the file, the place and the fix."""
+
+
+def _not_a_float(value: JsonValue, path: str = "") -> str | None:
+    """Where ``value`` holds a number no finite float carries (the engine carries every number as one), if anywhere:
+    an integer beyond a float's range, or (as this JSON reader takes them) Infinity or NaN."""
+    if isinstance(value, dict):
+        return next(filter(None, (_not_a_float(item, f"{path}.{key}") for key, item in value.items())), None)
+    if isinstance(value, list):
+        return next(filter(None, (_not_a_float(item, f"{path}[{i}]") for i, item in enumerate(value))), None)
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_FLOAT_INTEGER:
+        return path
+    return None
+
+
+def _finite_floats(values: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    where = _not_a_float(values)
+    if where is not None:
+        problem = "{where}: a number no float carries (beyond its range, or not finite)"
+        raise PydanticCustomError("float_range", problem, {"where": where.lstrip(".")})
+    return values
+
+
+# Inputs and outputs as the engine sends them: protobuf Struct values, whose numbers are floats.
+WireValues = Annotated[dict[str, JsonValue], AfterValidator(_finite_floats)]
+MAX_FLOAT_INTEGER = int(sys.float_info.max)
 
 
 class _Record(BaseModel):
@@ -43,7 +72,8 @@ class PlannedResource(_Record):
     retain_on_delete: bool = Field(alias="retainOnDelete")
     dependencies: tuple[str, ...]
     property_dependencies: dict[str, tuple[str, ...]] = Field(alias="propertyDependencies")
-    inputs: dict[str, JsonValue]
+    inputs: WireValues
+    ignore_changes: tuple[str, ...] = Field(default=(), alias="ignoreChanges")
 
 
 class CostLine(_Record):
@@ -105,16 +135,76 @@ class FirstStep(_Record):
     not_counted: str = Field(alias="notCounted")
 
 
+class NodeRequests(_Record):
+    millicpu: float
+    memory_mib: float = Field(alias="memoryMiB")
+
+
+class SystemFit(_Record):
+    """``trainium_eks.system_fit.SystemFit.to_json``."""
+
+    instance_type: str = Field(alias="instanceType")
+    nodes: int
+    allocatable_millicpu: float = Field(alias="allocatableMillicpu")
+    allocatable_memory_mib: float = Field(alias="allocatableMemoryMiB")
+    requested_per_node: tuple[NodeRequests, ...] = Field(alias="requestedPerNode")
+    unplaced: tuple[str, ...]
+    unreadable: tuple[str, ...] = ()
+    fits: bool
+    not_counted: str = Field(alias="notCounted")
+
+
+class NodeImage(_Record):
+    image: str | None
+    release: str | None
+    neuron_driver: str | None = Field(alias="neuronDriver")
+    training_runtime_runs_on_it: bool | None = Field(alias="trainingRuntimeRunsOnIt")
+
+
+class NodeAddresses(_Record):
+    interface_addresses: int = Field(alias="interfaceAddresses")
+    efa_interfaces: int = Field(alias="efaInterfaces")
+    per_running_node: int = Field(alias="perRunningNode")
+    per_crowded_node: int = Field(alias="perCrowdedNode")
+    max_size: int = Field(alias="maxSize")
+    at_max_size: int = Field(alias="atMaxSize")
+    crowded_at_max_size: int = Field(alias="crowdedAtMaxSize")
+    subnet_cidr: str | None = Field(alias="subnetCidr")
+    subnet_usable: int | None = Field(alias="subnetUsable")
+
+
+class TrainiumNodeGroup(_Record):
+    group: str | None
+    resource: str
+    instance_type: str = Field(alias="instanceType")
+    node_image: NodeImage = Field(alias="nodeImage")
+    addresses: NodeAddresses | None
+
+
+class TrainingRuntime(_Record):
+    library: str
+    drivers: str
+
+
+class TrainiumNodes(_Record):
+    """``preflight.analysis.trainium_nodes``."""
+
+    training_runtime: TrainingRuntime = Field(alias="trainingRuntime")
+    groups: tuple[TrainiumNodeGroup, ...]
+
+
 class PlanFile(_Record):
     project: str
     # The stack names the policy config file to read, so it must not name a path.
     stack: Annotated[str, StringConstraints(pattern=f"^{STACK_NAME.pattern}$")]
     resources: tuple[PlannedResource, ...]
-    outputs: dict[str, JsonValue]
+    outputs: WireValues
     # Annotations `plan --json` adds; `check` computes them afresh from the resources.
     cost: CostEstimate | None = None
     deployment: DeploymentSchedule | None = None
     first_step: tuple[FirstStep, ...] | None = Field(default=None, alias="firstStep")
+    system_fit: SystemFit | None = Field(default=None, alias="systemFit")
+    trainium_nodes: TrainiumNodes | None = Field(default=None, alias="trainiumNodes")
 
     @field_validator("resources")
     @classmethod
@@ -128,7 +218,9 @@ class PlanFile(_Record):
 
     def to_plan(self) -> dict[str, Any]:
         """The plan as the engine's ``Plan.to_json`` gives it, which the policy check and the analysis read."""
-        return self.model_dump(mode="json", by_alias=True, exclude={"cost", "deployment", "first_step"})
+        return self.model_dump(
+            mode="json", by_alias=True, exclude={"cost", "deployment", "first_step", "system_fit", "trainium_nodes"}
+        )
 
 
 def json_path(loc: tuple[int | str, ...]) -> str:

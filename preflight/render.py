@@ -6,10 +6,8 @@ import json
 from collections import defaultdict
 
 from policies.packs import PACKS
-from preflight import diff
 from preflight.check import CheckResult
 from preflight.engine import Plan
-from trainium_eks import catalog
 
 
 def tree(plan: Plan) -> str:
@@ -48,40 +46,20 @@ def tree(plan: Plan) -> str:
     for key, value in sorted(plan.outputs.items()):
         shown = value if isinstance(value, str) else _short(value)
         lines.append(f"    {key + ':':<{width}}{shown}")
-    return "\n".join(
-        lines + trainium_addresses(plan.outputs.get("trainiumNodeGroups"), plan.outputs.get("trainiumPrivateIpsPerNode"))
-    )
+    return "\n".join(lines)
 
 
-def trainium_addresses(node_groups, private_ips_per_node) -> list[str]:
-    """What each Trainium node takes from the Trainium subnet (the outputs above truncate it): its interfaces' addresses,
-    and with the pods it may run up to ``catalog.InstanceType.most_addresses``."""
-    if not isinstance(node_groups, list) or not node_groups or not isinstance(private_ips_per_node, dict):
-        return []
-    lines = ["", "Private IPs the Trainium nodes take from the Trainium subnet (interfaces; with the most pods a node runs):"]
-    for group in node_groups:
-        per_node, most = int(private_ips_per_node[group["name"]]), int(group["maxSize"])
-        spec = catalog.INSTANCE_TYPES.get(group["instanceType"])
-        crowded = spec.most_addresses(per_node) if spec else per_node
-        lines.append(
-            f"    {group['name']}: {per_node} per {group['instanceType']} node "
-            f"({int(group['efaInterfacesPerNode'])} EFA devices), up to {crowded} with its pods; "
-            f"{per_node * most} to {crowded * most} at maxSize {most}"
-        )
-    return lines
-
-
-def _whole(value):
+def whole_numbers(value):
     """The engine's floats as the provider sends them: a whole number without its ``.0``."""
     if isinstance(value, dict):
-        return {key: _whole(item) for key, item in value.items()}
+        return {key: whole_numbers(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_whole(item) for item in value]
+        return [whole_numbers(item) for item in value]
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _short(value) -> str:
-    text = json.dumps(_whole(value), sort_keys=True)
+    text = json.dumps(whole_numbers(value), sort_keys=True)
     return text if len(text) <= 100 else text[:97] + "..."
 
 
@@ -104,36 +82,3 @@ def policy_report(plan: dict, result: CheckResult) -> str:
     mandatory = len(result.mandatory)
     lines.append(f"Result: {mandatory} mandatory, {len(result.violations) - mandatory} advisory or other finding(s)")
     return "\n".join(lines)
-
-
-def impact(stack: str, against: str, change, current: dict, baseline: dict) -> str:
-    """Added, removed and changed resources, with each changed input's old and new value, what a replacement takes
-    with it and what depends on it, and the monthly cost before and after."""
-    names = {r["urn"]: f"{r['type']} {r['name']}" for r in [*baseline["resources"], *current["resources"]]}
-    replaced = sum(1 for c in change.changed if c.replace)
-    lines = [
-        f"Changes of {stack} against {against}: {len(change.added)} added, {len(change.removed)} removed, "
-        f"{len(change.changed)} changed ({replaced} replaced, {len(change.changed) - replaced} in place)"
-    ]
-    lines += [f"  ! DATA LOSS: {names[loss['urn']]} is {loss['how']}: {loss['lost']} goes with it" for loss in change.losses]
-    lines += [f"  ! REFUSED BY EKS: {names[r['urn']]}: {r['why']}" for r in change.refused]
-    lines += [f"  + {names[urn]}" for urn in change.added]
-    lines += [f"  - {names[urn]}" for urn in change.removed]
-    for c in change.changed:
-        how = "+- replace" if c.replace else "~  update in place"
-        lines.append(f"  {how}: {names[c.urn]}" + (f" ({c.nodes})" if c.nodes else ""))
-        lines += [f"      {path}: {_short(old)} -> {_short(new)}" for path, old, new in c.values]
-        lines += [f"      changes or breaks with it: {names[urn]}" for urn in c.dependents]
-    lines += [f"  ~  nodes of {names[d['urn']]}: {diff.DRIFT}, as {d['why']}" for d in change.drifts]
-    lines.append(_cost_change(change.cost))
-    return "\n".join(lines)
-
-
-def _cost_change(cost: dict) -> str:
-    def figure(key: str) -> str:
-        before, after = cost["before"][key], cost["after"][key]
-        if before is None or after is None:
-            return "not estimated"
-        return f"{before:,.0f} -> {after:,.0f} USD ({after - before:+,.0f})"
-
-    return f"Monthly cost: busy {figure('busyUsd')}, idle {figure('idleUsd')}"

@@ -12,6 +12,7 @@ one line ``<path>: <problem>; <fix>``.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,13 @@ MAX_YAML_DEPTH = 64
 STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 STACK_SECTIONS = frozenset({"config", "secretsprovider", "encryptionsalt", "encryptedkey", "environment"})
 STACK_FILE_FIX = "pass a Pulumi stack settings file (UTF-8 YAML)"
+# A directory read instead of Pulumi.yaml's stackConfigDir, for the repository's project, with the stacks' policy
+# configs in its policy-config/ instead of policies/config/: edited copies of the stacks are planned and checked
+# (tests/test_user_edits.py runs the suite on them) without touching the checkout. Read once; the CLI's subprocesses
+# inherit it. The Pulumi CLI does not read it.
+STACK_DIR_VARIABLE = "PREFLIGHT_STACK_DIR"
+STACK_DIR_OVERRIDE = os.environ.get(STACK_DIR_VARIABLE) or None
+POLICY_CONFIG_DIR = REPO_ROOT / "policies" / "config"
 
 
 class StackFileError(Exception):
@@ -192,10 +200,21 @@ def read_project(root: Path = REPO_ROOT) -> Project:
     return Project(name, Path("." if stack_config_dir is None else stack_config_dir), {} if config is None else config)
 
 
+def stack_directory(root: Path = REPO_ROOT) -> Path:
+    """Where the project's stack files are: ``$PREFLIGHT_STACK_DIR`` for the repository's, else its stackConfigDir."""
+    if STACK_DIR_OVERRIDE is not None and root == REPO_ROOT:
+        return Path(STACK_DIR_OVERRIDE).resolve()
+    return root / read_project(root).stack_config_dir
+
+
+def policy_config_directory() -> Path:
+    """Where the stacks' policy configs (``--policy-pack-config``) are: policies/config, or ``$PREFLIGHT_STACK_DIR``'s."""
+    return POLICY_CONFIG_DIR if STACK_DIR_OVERRIDE is None else Path(STACK_DIR_OVERRIDE).resolve() / "policy-config"
+
+
 def stack_names(root: Path = REPO_ROOT) -> list[str]:
     """The stacks that have a settings file in the project's stack config directory."""
-    directory = root / read_project(root).stack_config_dir
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in directory.glob("Pulumi.*.yaml"))
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in stack_directory(root).glob("Pulumi.*.yaml"))
 
 
 def check_stack_name(stack: str) -> str:
@@ -214,11 +233,11 @@ def load(
     """``stack``'s settings from its stack file (or ``stack_file``); ``otherwise`` is the way out a missing one names."""
     check_stack_name(stack)
     project = read_project(root)
-    relative = project.stack_config_dir / f"Pulumi.{stack}.yaml"
-    path = root / relative if stack_file is None else stack_file
+    path = stack_directory(root) / f"Pulumi.{stack}.yaml" if stack_file is None else stack_file
     if stack_file is None and not path.exists():
         known = ", ".join(stack_names(root)) or "none"
-        raise StackFileError(f"stack '{stack}' has no {relative}; known stacks: {known} ({otherwise})")
+        shown = path.relative_to(root) if path.is_relative_to(root) else path
+        raise StackFileError(f"stack '{stack}' has no {shown}; known stacks: {known} ({otherwise})")
     stack_doc = _read_yaml(path)
     unknown_sections = sorted(set(stack_doc) - STACK_SECTIONS)
     if unknown_sections:

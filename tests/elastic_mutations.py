@@ -68,7 +68,7 @@ def _karpenter_without_repair(plan: dict) -> None:
     release["inputs"]["values"]["settings"]["featureGates"]["nodeRepair"] = False
 
 
-STAGING_AZ = settings("staging").config["trainium-eks:trainiumAzId"]
+STAGING_AZ = settings("staging", fixture=True).config["trainium-eks:trainiumAzId"]
 
 ELASTIC_CASES: dict[str, list[Case]] = {
     "trainium-node-group-single-az": [
@@ -76,7 +76,14 @@ ELASTIC_CASES: dict[str, list[Case]] = {
         Case("pool-by-tag", "staging", edit_class("subnetSelectorTerms", to=[{"tags": {"team": "a"}}]), ("by tag",), NODE_POOL),
     ],
     "trainium-efa-interface-per-network-card": [
-        Case("pool-card-7-missing", "staging", edit_class("networkInterfaces", 8), ("cards [0, 1, 2, 3, 4, 5, 6]",), NODE_CLASS)
+        Case(
+            "pool-card-7-missing",
+            "staging",
+            edit_class("networkInterfaces", 8),
+            ("no interface at network card 7 ",),
+            NODE_CLASS,
+            1,
+        )
     ],
     "trainium-cluster-placement-group": [
         Case(

@@ -18,23 +18,33 @@ from typing import Any
 
 from support import cached_plan, evaluate, node_group_config, settings
 
+from policies.rules.iam import ROLE_POLICY_ATTACHMENT
 from policies.rules.scheduling import QUEUE
-from policies.rules.security import ECR, EKS_COMPONENT, HELM_RELEASE, ROLE_POLICY_ATTACHMENT, SERVICE, VPC_INGRESS_RULE
+from policies.rules.security import ECR, EKS_COMPONENT, HELM_RELEASE, SERVICE, VPC_INGRESS_RULE
 from policies.rules.topology import FSX, RESERVATION_AZ_TAG
-from trainium_eks import versions
-from trainium_eks.trainium_groups import LAUNCH_TEMPLATE, NODE_GROUP, NODE_POOL, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
+from trainium_eks import catalog, tokens, versions
+from trainium_eks.trainium_groups import (
+    INSTANCE_TYPE_LABEL,
+    LAUNCH_TEMPLATE,
+    NODE_GROUP,
+    NODE_POOL,
+    PLACEMENT_GROUP,
+    SECURITY_GROUP,
+    SUBNET,
+)
 
 
 @functools.cache
 def _evaluated(stack: str, overrides: str) -> dict:
-    return evaluate(stack, **json.loads(overrides)).to_json()
+    return evaluate(stack, fixture=True, **json.loads(overrides)).to_json()
 
 
 def plan_of(stack: str, preview: bool = False, **overrides: Any) -> dict:
-    """A private copy of the stack's plan (evaluated once per session for each program config)."""
+    """A private copy of the plan of the fixture stack named ``stack`` (tests/fixture_stacks, not the shipped stacks a
+    user edits), evaluated once per session for each program config."""
     if overrides:
         return copy.deepcopy(_evaluated(stack, json.dumps(overrides, sort_keys=True)))
-    return copy.deepcopy(cached_plan(stack, preview).to_json())
+    return copy.deepcopy(cached_plan(stack, preview, fixture=True).to_json())
 
 
 def resource(plan: dict, type_: str, name_part: str = "") -> dict:
@@ -159,19 +169,61 @@ IPV6_HALVES_ALL_TRAFFIC = {"protocol": "-1", "fromPort": 0.0, "toPort": 0.0, "ip
 RESERVATION = {
     "type": "odcr",
     "id": "cr-0123456789abcdef0",
-    "azId": settings("staging").config["trainium-eks:trainiumAzId"],
+    "azId": settings("staging", fixture=True).config["trainium-eks:trainiumAzId"],
     "instanceCount": 2,
 }
 MONITORING_AGENT = "eks-node-monitoring-agent"
 NO_REPAIR = {"nodeRepair": False}
 RESERVATION_STAGING = {"trainiumNodeGroups": [node_group_config("trn1-32xl", "trn1.32xlarge", capacityReservation=RESERVATION)]}
 
+ALL_BUT_IAM = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "NotAction": "iam:*", "Resource": "*"}]})
+ENDPOINT = tokens.EC2_VPC_ENDPOINT
+
+
+def _pool_cpu_limit(limit: Callable[[int, int], str]) -> Callable[[dict], None]:
+    """The Trainium NodePool's spec.limits.cpu set to ``limit(vCPUs of its instance type, its CPU limit)``."""
+
+    def mutate(plan: dict) -> None:
+        pool = resource(plan, NODE_POOL)["inputs"]
+        (types,) = [r["values"] for r in pool["spec"]["template"]["spec"]["requirements"] if r["key"] == INSTANCE_TYPE_LABEL]
+        limits = pool["spec"]["limits"]
+        limits["cpu"] = limit(catalog.INSTANCE_TYPES[types[0]].vcpus, int(float(limits["cpu"])))
+
+    return mutate
+
+
+def _users_policy_also(statement: dict) -> Callable[[dict], None]:
+    """The API access users' policy with one more Allow statement."""
+
+    def mutate(plan: dict) -> None:
+        policy = resource(plan, tokens.IAM_POLICY, "api-access-users")["inputs"]
+        document = json.loads(policy["policy"])
+        document["Statement"].append({"Effect": "Allow", **statement})
+        policy["policy"] = json.dumps(document)
+
+    return mutate
+
+
 MANAGED_GROUP_AND_PLATFORM_CASES: dict[str, list[Case]] = {
     # ---- trainium-topology
     "trainium-node-group-single-az": [Case("two-subnets", "prod", _second_subnet, ("2 subnets",), NODE_GROUP, 1)],
     "trainium-efa-interface-per-network-card": [
-        Case("card-7-missing", "prod", edit_template("networkInterfaces", 8), ("cards [0, 1, 2, 3, 4, 5, 6, 8",)),
-        Case("device-index", "prod", edit_template("networkInterfaces", 4, "deviceIndex", to=1.0), ("card 3 device index 1",)),
+        Case("card-7-missing", "prod", edit_template("networkInterfaces", 8), ("no interface at network card 7 ",), count=1),
+        Case(
+            "device-index",
+            "prod",
+            edit_template("networkInterfaces", 4, "deviceIndex", to=1.0),
+            ("card 3 device index 1",),
+            count=1,
+        ),
+        Case(
+            "card-index-as-text",
+            "prod",
+            edit_template("networkInterfaces", 4, "networkCardIndex", to="3"),
+            ("interface 4 is not an object with whole networkCardIndex",),
+            LAUNCH_TEMPLATE,
+            1,
+        ),
         Case(
             "efa-with-ena-on-a-card",
             "prod",
@@ -224,6 +276,16 @@ MANAGED_GROUP_AND_PLATFORM_CASES: dict[str, list[Case]] = {
     ],
     "volcano-queue-within-capacity": [
         Case("beyond", "prod", edit(QUEUE, "training", "spec", "capability", "aws.amazon.com/neuron", to=999.0), blames=QUEUE),
+        # a Kubernetes quantity: "1Ki" is 1024 devices
+        Case("beyond-in-Ki", "prod", edit(QUEUE, "training", "spec", "capability", "aws.amazon.com/neuron", to="1Ki"), ("1024",)),
+        Case(
+            "not-a-quantity",
+            "prod",
+            edit(QUEUE, "training", "spec", "capability", "aws.amazon.com/neuron", to="lots"),
+            ("no Kubernetes quantity",),
+            QUEUE,
+            1,
+        ),
         Case("no-queue", "dev", without(lambda r: r["type"] == QUEUE), ("no Volcano Queue",), NODE_POOL),
     ],
     "etcd-pinned-with-v2-api": [Case("3.6-without-v2", "dev", _etcd_3_6_without_v2, ("v3.5", "--enable-v2"), ETCD, 2)],
@@ -273,7 +335,10 @@ MANAGED_GROUP_AND_PLATFORM_CASES: dict[str, list[Case]] = {
         ),
         Case("ipv6-halves", "dev", _lustre_ingress(IPV6_HALVES_ALL_TRAFFIC), ("IPv6 internet (::/1, 8000::/1) on all traffic",)),
     ],
-    "iam-no-wildcard-admin": [Case("star", "dev", edit("aws:iam/rolePolicy:RolePolicy", "", "policy", to=WILDCARD_ADMIN))],
+    "iam-no-wildcard-admin": [
+        Case("star", "dev", edit("aws:iam/rolePolicy:RolePolicy", "", "policy", to=WILDCARD_ADMIN)),
+        Case("not-action", "dev", edit("aws:iam/rolePolicy:RolePolicy", "", "policy", to=ALL_BUT_IAM), ("NotAction",)),
+    ],
     "irsa-no-full-access-policies": [Case("ebs-csi", "dev", _full_access_on("ebs-csi"), blames=ROLE_POLICY_ATTACHMENT)],
     "ecr-immutable-scan-on-push": [
         Case("mutable", "dev", edit_ecr("imageTagMutability", to="MUTABLE"), ("mutable tags",), ECR, 1),
@@ -289,7 +354,32 @@ MANAGED_GROUP_AND_PLATFORM_CASES: dict[str, list[Case]] = {
     "no-public-load-balancer": [Case("lb", "dev", edit(SERVICE, "tensorboard", "spec", "type", to="LoadBalancer"))],
     "stateful-resources-protected": [Case("prod", "prod", _unprotect, ("LustreFileSystem",))],
     # ---- cost-guard
-    "trainium-node-limit": [Case("max-9", "prod", edit_node_group("scalingConfig", "maxSize", to=9.0), ("grow to 9 nodes",))],
+    "trainium-node-limit": [
+        Case("max-9", "prod", edit_node_group("scalingConfig", "maxSize", to=9.0), ("grow to 9 nodes",)),
+        Case(
+            "pool-without-limits", "staging", edit(NODE_POOL, "", "spec", "limits", to={}), ("no spec.limits.cpu",), NODE_POOL, 1
+        ),
+        Case("pool-limit-not-a-quantity", "staging", edit(NODE_POOL, "", "spec", "limits", "cpu", to="many"), ("'many'",)),
+        # 100 nodes' worth of any Trainium type's vCPUs, in millicores
+        Case("pool-limit-in-millicores", "staging", _pool_cpu_limit(lambda vcpus, _: f"{vcpus * 100_000}m"), ("grow to 100",)),
+    ],
+    "image-pulls-through-vpc-endpoints": [
+        Case("null-service-name", "dev", edit(ENDPOINT, "-endpoints-ecr-dkr", "serviceName", to=None), ("ecr.dkr",), count=1)
+    ],
+    "ec2-instance-closed": [
+        Case(
+            "public-ip-as-text",
+            "prod",
+            edit(tokens.EC2_INSTANCE, "api-access", "associatePublicIpAddress", to="true"),
+            ("public address",),
+            tokens.EC2_INSTANCE,
+            1,
+        )
+    ],
+    "ssm-session-access-scoped": [
+        Case("wildcard-action", "prod", _users_policy_also({"Action": "ssm:Start*", "Resource": "*"}), ("every instance",)),
+        Case("not-action", "prod", _users_policy_also({"NotAction": "iam:*", "Resource": "*"}), ("every instance",)),
+    ],
     "monthly-cost-budget": [Case("5-nodes", "prod", _five_trainium_nodes, ("trn1n.32xlarge", "90,000"))],
     "required-tags": [Case("no-owner", "staging", edit_ecr("tags", "owner"), ("owner",), ECR)],
     # ---- security-baseline: the platform's own workloads
@@ -317,6 +407,10 @@ MANAGED_GROUP_AND_PLATFORM_CASES: dict[str, list[Case]] = {
 
 # Edits a policy must let pass, with nothing else firing either.
 SPARED_MANAGED: dict[str, list[Case]] = {
+    # the limit a pool has, written in millicores: the same quantity
+    "trainium-node-limit": [
+        Case("pool-limit-in-millicores", "staging", _pool_cpu_limit(lambda _, cpus: f"{cpus * 1000}m")),
+    ],
     "irsa-no-full-access-policies": [Case("node-role", "dev", _full_access_on("node-ssm"))],
     "stateful-resources-protected": [Case("dev", "dev", _unprotect)],
     "capacity-reservation-in-trainium-az": [Case("in-az", "staging", lambda plan: None, overrides=RESERVATION_STAGING)],

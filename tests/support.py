@@ -1,5 +1,9 @@
 """Test helpers: evaluate a stack (optionally with config overrides) through the same engine `preflight` uses,
-run the preflight CLI, and pick resources out of a plan."""
+run the preflight CLI, and pick resources out of a plan.
+
+The stacks are read from ``$PREFLIGHT_STACK_DIR`` when it is set (``stackfile.stack_directory``): tests marked
+``stacks`` read them and derive what they expect from them, so they pass on a user's edited stacks too
+(tests/test_user_edits.py runs them on such copies)."""
 
 from __future__ import annotations
 
@@ -7,19 +11,25 @@ import dataclasses
 import functools
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from preflight import engine, stackfile
+from trainium_eks import catalog
+from trainium_eks.config import PlatformConfig, parse
 
 PROJECT = "trainium-eks"
-STACKS = ("dev", "staging", "prod")
+# Copies of the shipped stacks that the policy mutation cases edit (README.md there says why).
+FIXTURE_STACKS = Path(__file__).resolve().parent / "fixture_stacks"
+STACKS = tuple(stackfile.stack_names())
 
 
-def settings(stack: str, **overrides: Any) -> stackfile.StackSettings:
-    """The stack's settings with project keys overridden (``None`` drops a key from the map the CLI would pass)."""
-    base = stackfile.load(stack)
+def settings(stack: str, *, fixture: bool = False, **overrides: Any) -> stackfile.StackSettings:
+    """The stack's settings with project keys overridden (``None`` drops a key from the map the CLI would pass); with
+    ``fixture``, the settings of the fixture stack of that name (tests/fixture_stacks) instead of the shipped one."""
+    base = stackfile.load(stack, FIXTURE_STACKS / f"Pulumi.{stack}.yaml" if fixture else None)
     config = dict(base.config)
     for key, value in overrides.items():
         full_key = key if ":" in key else f"{PROJECT}:{key}"
@@ -30,14 +40,34 @@ def settings(stack: str, **overrides: Any) -> stackfile.StackSettings:
     return dataclasses.replace(base, config=config)
 
 
-def evaluate(stack: str, *, preview: bool = False, mocks_factory=None, **overrides: Any) -> engine.Plan:
+def platform(stack: str, **overrides: Any) -> PlatformConfig:
+    """The stack's typed configuration, as the program reads it: what a test derives its expectations from."""
+    return parse(settings(stack, **overrides).config, stack=stack)
+
+
+def offering(instance_type: str) -> dict[str, str]:
+    """Overrides that move a stack to the first region and AZ ID where the catalog offers ``instance_type``, so that a
+    test's node group is valid whatever region the shipped stack is in."""
+    region, az_ids = next(iter(catalog.INSTANCE_TYPES[instance_type].az_ids.items()))
+    return {"aws:region": region, "trainiumAzId": az_ids[0]}
+
+
+def one_group(instance_type: str, **group: Any) -> dict[str, Any]:
+    """Overrides that make a fixture of a stack: one Trainium group of ``instance_type`` (elastic, 2 nodes at most,
+    named like trn1-32xl, unless ``group`` says otherwise) where the catalog offers it, and no teams."""
+    name = instance_type.replace(".", "-").replace("xlarge", "xl")
+    nodes = {"name": name, "instanceType": instance_type, "provisioning": "karpenter", "maxSize": 2, **group}
+    return {"trainiumNodeGroups": [nodes], "teams": [], **offering(instance_type)}
+
+
+def evaluate(stack: str, *, preview: bool = False, mocks_factory=None, fixture: bool = False, **overrides: Any) -> engine.Plan:
     kwargs = {"mocks_factory": mocks_factory} if mocks_factory else {}
-    return engine.evaluate(settings(stack, **overrides), preview=preview, **kwargs)
+    return engine.evaluate(settings(stack, fixture=fixture, **overrides), preview=preview, **kwargs)
 
 
 @functools.cache
-def cached_plan(stack: str, preview: bool) -> engine.Plan:
-    return evaluate(stack, preview=preview)
+def cached_plan(stack: str, preview: bool, fixture: bool = False) -> engine.Plan:
+    return evaluate(stack, preview=preview, fixture=fixture)
 
 
 def kubernetes_objects(plan: engine.Plan) -> list[engine.Resource]:
@@ -76,7 +106,7 @@ def by_urn(plan: engine.Plan) -> dict[str, engine.Resource]:
 
 def stack_copy(tmp_path, stack: str, edit) -> str:
     """A copy of the shipped stack file with ``edit`` applied to its config, as a path for ``--against``."""
-    document = yaml.safe_load((stackfile.REPO_ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    document = yaml.safe_load((stackfile.stack_directory() / f"Pulumi.{stack}.yaml").read_text())
     edit(document["config"])
     path = tmp_path / f"Pulumi.{stack}.yaml"
     path.write_text(yaml.safe_dump(document))

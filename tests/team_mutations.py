@@ -1,7 +1,8 @@
-"""The mutation cases of the teams' workspaces (staging declares nlp and vision): a team namespace without Pod
-Security, a grant to a team's principal beyond its namespace, a team volume at the file system's root or open to any
-claim, and quotas above the capacity the node groups provide.
+"""The mutation cases of the teams' workspaces: a team namespace without Pod Security, a grant to a team's principal
+beyond its namespace, a team Role that could loosen the team's bounds, a team volume at the file system's root, through
+another team's directory or open to any claim, and quotas above the capacity the node groups provide.
 
+The cases declare their own team (``OVERRIDES``), so that the shipped stacks' teams do not matter.
 ``tests/test_policies.py`` merges them with the other tables.
 """
 
@@ -14,9 +15,17 @@ from policy_mutations import Case, edit, resource, without
 
 from trainium_eks import layout, tokens
 
-TEAM = "nlp"
+STACK = "staging"
+TEAM, OTHER = "alpha", "beta"  # OTHER is any other team's name: the stack need not declare it
+OVERRIDES = {"teams": [{"name": TEAM, "neuronShare": 1, "principalArns": ["arn:aws:iam::111122223333:role/alpha-researchers"]}]}
 NAMESPACE_RESOURCE = f"teams-{TEAM}-namespace"
 MEMBERS = f"teams-{TEAM}-members"
+VOLUME = f"teams-{TEAM}-fsx"
+QUOTA = f"teams-{TEAM}-quota"
+
+
+def team_case(case_id: str, mutate: Callable[[dict], object], words: tuple[str, ...], blames: str, count: int = 1) -> Case:
+    return Case(case_id, STACK, mutate, words, blames, count, OVERRIDES)
 
 
 def _member_arn(plan: dict) -> str:
@@ -46,7 +55,7 @@ def _access_policy(scope: dict) -> Callable[[dict], None]:
             "policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSEditPolicy",
             "accessScope": scope,
         }
-        _added(plan, entry, tokens.EKS_ACCESS_POLICY_ASSOCIATION, "nlp-edit", inputs)
+        _added(plan, entry, tokens.EKS_ACCESS_POLICY_ASSOCIATION, f"{TEAM}-edit", inputs)
 
     return mutate
 
@@ -55,60 +64,80 @@ def _group_binding(type_: str, namespace: str | None) -> Callable[[dict], None]:
     def mutate(plan: dict) -> None:
         binding = resource(plan, tokens.K8S_ROLE_BINDING, MEMBERS)
         inputs = copy.deepcopy(binding["inputs"])
-        inputs["metadata"] = {"name": "nlp-extra"} | ({"namespace": namespace} if namespace else {})
+        inputs["metadata"] = {"name": f"{TEAM}-extra"} | ({"namespace": namespace} if namespace else {})
         inputs["roleRef"] = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"}
-        _added(plan, binding, type_, "nlp-extra", inputs)
+        _added(plan, binding, type_, f"{TEAM}-extra", inputs)
 
     return mutate
 
 
+def _role_rule(api_group: str, resource_name: str, *verbs: str) -> Callable[[dict], None]:
+    """The team's Role with one more rule."""
+
+    def mutate(plan: dict) -> None:
+        role = resource(plan, tokens.K8S_ROLE, MEMBERS)
+        role["inputs"]["rules"].append({"apiGroups": [api_group], "resources": [resource_name], "verbs": list(verbs)})
+
+    return mutate
+
+
+def _unlabelled_role_in_namespace(plan: dict) -> None:
+    """A Role in the team's namespace without the team's label, as a hand-written program would add it."""
+    role = resource(plan, tokens.K8S_ROLE, MEMBERS)
+    inputs = {
+        "metadata": {"name": "escalate", "namespace": layout.team_namespace(TEAM)},
+        "rules": [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["escalate"]}],
+    }
+    _added(plan, role, tokens.K8S_ROLE, f"{TEAM}-escalate", inputs)
+
+
+def _quota_above_capacity(plan: dict) -> None:
+    """The team's Neuron quota one device above what the node groups provide (its share is all of it)."""
+    hard = resource(plan, tokens.K8S_RESOURCE_QUOTA, QUOTA)["inputs"]["spec"]["hard"]
+    key = f"requests.{layout.NEURON_DEVICE_RESOURCE}"
+    hard[key] = str(int(float(hard[key])) + 1)
+
+
+def _mount_name(path: str) -> Callable[[dict], None]:
+    return edit(tokens.K8S_PERSISTENT_VOLUME, VOLUME, "spec", "csi", "volumeAttributes", "mountname", to=path)
+
+
 TEAM_CASES: dict[str, list[Case]] = {
     "namespace-pod-security": [
-        Case(
+        team_case(
             "team-unlabelled",
-            "staging",
             edit(tokens.K8S_NAMESPACE, NAMESPACE_RESOURCE, "metadata", "labels", "pod-security.kubernetes.io/enforce"),
             (NAMESPACE_RESOURCE, "label it baseline or restricted"),
             tokens.K8S_NAMESPACE,
-            1,
         )
     ],
     "team-access-namespaced": [
-        Case(
+        team_case(
             "cluster-scoped-policy",
-            "staging",
             _access_policy({"type": "cluster"}),
-            ("AmazonEKSEditPolicy", "beyond the namespace team-nlp"),
+            ("AmazonEKSEditPolicy", f"beyond the namespace {layout.team_namespace(TEAM)}"),
             tokens.EKS_ACCESS_POLICY_ASSOCIATION,
-            1,
         ),
-        Case(
+        team_case(
             "other-namespace-policy",
-            "staging",
-            _access_policy({"type": "namespace", "namespaces": ["team-nlp", "team-vision"]}),
-            ("beyond the namespace team-nlp",),
+            _access_policy({"type": "namespace", "namespaces": [layout.team_namespace(TEAM), layout.team_namespace(OTHER)]}),
+            (f"beyond the namespace {layout.team_namespace(TEAM)}",),
             tokens.EKS_ACCESS_POLICY_ASSOCIATION,
-            1,
         ),
-        Case(
+        team_case(
             "cluster-role-binding",
-            "staging",
             _group_binding(tokens.K8S_CLUSTER_ROLE_BINDING, None),
             ("cluster-wide",),
             tokens.K8S_CLUSTER_ROLE_BINDING,
-            1,
         ),
-        Case(
+        team_case(
             "binding-in-another-team",
-            "staging",
-            _group_binding(tokens.K8S_ROLE_BINDING, layout.team_namespace("vision")),
-            ("team-vision", "team-nlp only"),
+            _group_binding(tokens.K8S_ROLE_BINDING, layout.team_namespace(OTHER)),
+            (layout.team_namespace(OTHER), f"{layout.team_namespace(TEAM)} only"),
             tokens.K8S_ROLE_BINDING,
-            1,
         ),
-        Case(
+        team_case(
             "masters-group",
-            "staging",
             edit(
                 tokens.EKS_ACCESS_ENTRY,
                 f"teams-{TEAM}-member-0",
@@ -117,58 +146,83 @@ TEAM_CASES: dict[str, list[Case]] = {
             ),
             ("system:masters",),
             tokens.EKS_ACCESS_ENTRY,
-            1,
         ),
     ],
+    "team-role-bounded": [
+        team_case(
+            "wildcards",
+            _role_rule("*", "*", "*"),
+            (f"team {TEAM}", "'*' in its apiGroups and resources and verbs"),
+            tokens.K8S_ROLE,
+        ),
+        team_case(
+            "quota-write", _role_rule("", "resourcequotas", "get", "update"), ("update on resourcequotas",), tokens.K8S_ROLE
+        ),
+        team_case(
+            "network-policy-delete",
+            _role_rule("networking.k8s.io", "networkpolicies", "delete"),
+            ("delete on networkpolicies",),
+            tokens.K8S_ROLE,
+        ),
+        team_case("queue-patch", _role_rule("scheduling.volcano.sh", "queues", "patch"), ("patch on queues",), tokens.K8S_ROLE),
+        team_case(
+            "pod-group-create",
+            _role_rule("scheduling.volcano.sh", "podgroups", "create"),
+            ("create on podgroups",),
+            tokens.K8S_ROLE,
+        ),
+        team_case(
+            "bind-cluster-roles",
+            _role_rule("rbac.authorization.k8s.io", "clusterroles", "bind"),
+            ("bind on clusterroles",),
+            tokens.K8S_ROLE,
+        ),
+        team_case("unlabelled-role-in-the-namespace", _unlabelled_role_in_namespace, ("escalate on roles",), tokens.K8S_ROLE),
+    ],
     "team-volume-own-directory": [
-        Case(
+        team_case(
             "file-system-root",
-            "staging",
-            edit(tokens.K8S_PERSISTENT_VOLUME, f"teams-{TEAM}-fsx", "spec", "csi", "volumeAttributes", "mountname", to="fsx"),
+            _mount_name("fsx"),
             ("not the team's directory", layout.team_directory(TEAM)),
             tokens.K8S_PERSISTENT_VOLUME,
-            1,
         ),
-        Case(
+        team_case(
+            "inside-another-team",
+            _mount_name(f"fsx{layout.team_directory(OTHER)}{layout.team_directory(TEAM)}"),
+            ("not the team's directory",),
+            tokens.K8S_PERSISTENT_VOLUME,
+        ),
+        team_case(
+            "up-and-across",
+            _mount_name(f"fsx{layout.team_directory(OTHER)}/../..{layout.team_directory(TEAM)}"),
+            ("not the team's directory",),
+            tokens.K8S_PERSISTENT_VOLUME,
+        ),
+        team_case(
             "any-claim",
-            "staging",
-            edit(tokens.K8S_PERSISTENT_VOLUME, f"teams-{TEAM}-fsx", "spec", "claimRef"),
+            edit(tokens.K8S_PERSISTENT_VOLUME, VOLUME, "spec", "claimRef"),
             ("not reserved for its namespace",),
             tokens.K8S_PERSISTENT_VOLUME,
-            1,
         ),
-        Case(
+        team_case(
             "other-team-claim",
-            "staging",
-            edit(tokens.K8S_PERSISTENT_VOLUME, f"teams-{TEAM}-fsx", "spec", "claimRef", "namespace", to="team-vision"),
-            ("'team-vision'",),
+            edit(tokens.K8S_PERSISTENT_VOLUME, VOLUME, "spec", "claimRef", "namespace", to=layout.team_namespace(OTHER)),
+            (f"'{layout.team_namespace(OTHER)}'",),
             tokens.K8S_PERSISTENT_VOLUME,
-            1,
         ),
     ],
     "team-quotas-within-capacity": [
-        Case(
+        team_case(
             "shares-above-capacity",
-            "staging",
-            edit(
-                tokens.K8S_RESOURCE_QUOTA,
-                f"teams-{TEAM}-quota",
-                "spec",
-                "hard",
-                f"requests.{layout.NEURON_DEVICE_RESOURCE}",
-                to="32",
-            ),
-            ("add up to 48", layout.NEURON_DEVICE_RESOURCE, "neuronShare"),
+            _quota_above_capacity,
+            ("add up to", layout.NEURON_DEVICE_RESOURCE, "neuronShare"),
             tokens.K8S_RESOURCE_QUOTA,
-            1,
         ),
-        Case(
+        team_case(
             "no-quota",
-            "staging",
-            without(lambda r: r["type"] == tokens.K8S_RESOURCE_QUOTA and f"teams-{TEAM}-quota" in r["name"]),
+            without(lambda r: r["type"] == tokens.K8S_RESOURCE_QUOTA and QUOTA in r["name"]),
             ("has no ResourceQuota",),
             tokens.K8S_NAMESPACE,
-            1,
         ),
     ],
 }

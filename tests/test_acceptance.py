@@ -7,20 +7,40 @@ import json
 import subprocess
 
 import kubernetes_validate
-from test_jobs import ROLE_LABEL, _outputs, assert_valid_pod, assert_valid_policies, outputs_file, pod_templates, run_module
+import pytest
+from test_jobs import (
+    NO_EFA,
+    ROLE_LABEL,
+    TWO_EFA_NODES,
+    _outputs,
+    assert_valid_pod,
+    assert_valid_policies,
+    outputs_file,
+    pod_templates,
+    run_module,
+)
 
 from jobs import acceptance, launch
 from trainium_eks import catalog, layout
 from trainium_eks.contract import PlatformContract
 
+pytestmark = pytest.mark.stacks
+
+A_TEAM = [{"name": "research", "neuronShare": 1.0}]
+
 
 def checked_in(contract: PlatformContract, name: str) -> PlatformContract:
-    """The workspace a check runs in: the platform's, or for the team check (which needs --team) staging's first team."""
+    """The workspace a check runs in: the platform's, or for the team check (which needs --team) the first team's."""
     return contract.for_team(contract.teams[0].name) if name == "team-volume" else contract
 
 
+def staging_contract() -> PlatformContract:
+    """staging as a fixture: two EFA nodes and a team, whatever the shipped stack holds."""
+    return PlatformContract.from_outputs(json.loads(_outputs("staging", **{**TWO_EFA_NODES, "teams": A_TEAM})))
+
+
 def test_acceptance_jobs_are_valid_and_target_the_platform(tmp_path):
-    contract = PlatformContract.from_outputs(json.loads(_outputs("staging")))
+    contract = staging_contract()
     jobs = {name: build(checked_in(contract, name), contract.node_groups[0]) for name, build in acceptance.CHECKS.items()}
     for name, job in jobs.items():
         if job["apiVersion"] == "batch/v1":
@@ -30,7 +50,7 @@ def test_acceptance_jobs_are_valid_and_target_the_platform(tmp_path):
                 assert_valid_pod(template)
         assert job["metadata"]["namespace"] == checked_in(contract, name).job_namespace, name
     devices = jobs["neuron-devices"]
-    assert devices["spec"]["completions"] == contract.node_groups[0].max_size  # staging's pool: every node it can hold
+    assert devices["spec"]["completions"] == contract.node_groups[0].max_size  # an elastic pool: every node it can hold
     assert "podAntiAffinity" in devices["spec"]["template"]["spec"]["affinity"]
     efa_command = pod_templates(jobs["efa-allreduce"])[0]["spec"]["containers"][0]["command"]
     assert "training.allreduce_check" in efa_command
@@ -43,7 +63,7 @@ def test_acceptance_jobs_are_valid_and_target_the_platform(tmp_path):
 
 
 def test_acceptance_checks_run_restricted_with_requests():
-    contract = PlatformContract.from_outputs(json.loads(_outputs("staging")))
+    contract = staging_contract()
     for name, build in acceptance.CHECKS.items():
         job = build(checked_in(contract, name), contract.node_groups[0])
         templates = pod_templates(job) if "tasks" in job["spec"] else [job["spec"]["template"]]
@@ -65,7 +85,7 @@ def test_acceptance_checks_run_restricted_with_requests():
 
 
 def test_the_bandwidth_check_runs_nccom_test_over_mpi_across_two_whole_nodes():
-    contract = PlatformContract.from_outputs(json.loads(_outputs("staging")))
+    contract = staging_contract()
     (group,) = contract.node_groups
     job = acceptance.efa_bandwidth(contract, contract.node_groups[0])
     assert {"ssh", "svc"} <= set(job["spec"]["plugins"])  # one key pair and the peers' host names for MPI over SSH
@@ -93,21 +113,17 @@ def test_the_bandwidth_check_runs_nccom_test_over_mpi_across_two_whole_nodes():
 
 
 def test_the_bandwidth_check_needs_two_efa_nodes(tmp_path):
-    path, _ = outputs_file(tmp_path, "dev")
+    path, _ = outputs_file(tmp_path, "dev", **NO_EFA)
     result = run_module("jobs.acceptance", "efa-bandwidth", "--outputs", str(path), "--dryrun")
     assert result.returncode == 2 and "efa-bandwidth: node group trn1-2xl needs two or more EFA nodes" in result.stderr
 
 
 def test_the_bandwidth_check_prints_its_manifest(tmp_path):
-    path, _ = outputs_file(tmp_path)
+    path, _ = outputs_file(tmp_path, **TWO_EFA_NODES)
     result = run_module("jobs.acceptance", "efa-bandwidth", "--outputs", str(path), "--dryrun", "--json")
     assert result.returncode == 0, result.stderr
     job = json.loads(result.stdout)
     assert job["kind"] == "Job" and job["metadata"]["name"].startswith("acceptance-efa-bandwidth")
-
-
-def staging_contract():
-    return PlatformContract.from_outputs(json.loads(_outputs("staging")))
 
 
 def test_a_check_runs_once_and_a_failure_ends_its_job():
@@ -156,9 +172,9 @@ def test_the_node_pods_hand_the_image_and_pod_environment_to_ssh_sessions(tmp_pa
 
 
 def test_all_runs_what_applies_to_the_group_and_names_what_it_skipped(tmp_path):
-    """dev's trn1.2xlarge has no EFA: `all` runs the other checks, says in one line which it skipped and why, and ends
+    """trn1.2xlarge has no EFA: `all` runs the other checks, says in one line which it skipped and why, and ends
     with one verdict line per check (exit 0); a skipped check asked for alone is an error."""
-    path, _ = outputs_file(tmp_path, "dev")
+    path, _ = outputs_file(tmp_path, "dev", **NO_EFA)
     result = run_module("jobs.acceptance", "all", "--outputs", str(path), "--dryrun", "--json")
     assert result.returncode == 0, result.stderr
     assert [job["metadata"]["name"] for job in json.loads(result.stdout)] == [
@@ -177,13 +193,15 @@ def test_all_runs_what_applies_to_the_group_and_names_what_it_skipped(tmp_path):
 
 def test_the_node_group_is_named_when_there_are_several(tmp_path):
     def two_groups(outputs):
-        spare = {**outputs["trainiumNodeGroups"][0], "name": "spare", "nodeSelector": {"trainium-eks/node-group": "spare"}}
-        outputs["trainiumNodeGroups"].append(spare)
-        outputs["trainiumNodeGroupScaling"]["spare"] = outputs["trainiumNodeGroupScaling"]["trn1-32xl"]
+        first = outputs["trainiumNodeGroups"][0]
+        spare = {**first, "name": "spare", "nodeSelector": {"trainium-eks/node-group": "spare"}}
+        outputs["trainiumNodeGroups"] = [first, spare]
+        outputs["trainiumNodeGroupScaling"]["spare"] = outputs["trainiumNodeGroupScaling"][first["name"]]
 
-    path, _ = outputs_file(tmp_path, "staging", edit=two_groups)
+    path, outputs = outputs_file(tmp_path, "staging", edit=two_groups)
     result = run_module("jobs.acceptance", "neuron-devices", "--outputs", str(path), "--dryrun")
-    assert result.returncode == 2 and "2 node groups (trn1-32xl, spare); name one" in result.stderr
+    first = outputs["trainiumNodeGroups"][0]["name"]
+    assert result.returncode == 2 and f"2 node groups ({first}, spare); name one" in result.stderr
     chosen = run_module(
         "jobs.acceptance", "neuron-devices", "--outputs", str(path), "--dryrun", "--json", "--node-group", "spare"
     )

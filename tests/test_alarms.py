@@ -3,15 +3,28 @@ reports memory errors, FSx nearly fills up or etcd loses its majority; threshold
 
 from __future__ import annotations
 
+import functools
+
 import pytest
-from support import evaluate, one, settings
+from support import STACKS, evaluate, one, platform
 
 from components import alarms
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import versions
 
+pytestmark = pytest.mark.stacks
+
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
-MONITORED = ("staging", "prod")
+# What each alarm watches (README "Alarms"): failed nodes, a NotReady node, Neuron ECC events, FSx free space, etcd.
+WATCHED = {
+    "cluster_failed_node_count",
+    "node_status_condition_ready",
+    "node_neurondevice_hw_ecc_events_total",
+    "FreeDataStorageCapacity",
+    "service_number_of_running_pods",
+}
+# A stack made a fixture with alarms, whatever its shipped file says.
+ALARMS_ON = {"alarmTopicArn": "arn:aws:sns:us-east-1:444455556666:fixture-alerts", "cloudWatchObservability": True}
 # PutMetricAlarm's values for these fields (pulumi-aws cloudwatch.MetricAlarm; CloudWatch API Reference).
 STATISTICS = {"SampleCount", "Average", "Sum", "Minimum", "Maximum"}
 COMPARISONS = {"GreaterThanOrEqualToThreshold", "GreaterThanThreshold", "LessThanThreshold", "LessThanOrEqualToThreshold"}
@@ -25,17 +38,23 @@ def alarms_by_metric(plan) -> dict[str, object]:
     return by_metric
 
 
-def topic(stack: str) -> str:
-    return settings(stack).config["trainium-eks:alarmTopicArn"]
+@functools.cache
+def monitored(stack: str):
+    return evaluate(stack, **ALARMS_ON)
 
 
-@pytest.mark.parametrize("stack", MONITORED)
+@pytest.mark.parametrize("stack", STACKS)
 def test_every_alarm_notifies_the_stacks_topic_when_it_fires_and_when_it_clears(plans, stack):
     found = plans[stack].find(ALARM)
-    assert len(found) == 5
+    monitoring = platform(stack).monitoring
+    if not monitoring.alarms:
+        assert found == []
+        return
+    topic = monitoring.alarm_topic_arn
+    assert set(alarms_by_metric(plans[stack])) == WATCHED
     for alarm in found:
-        assert alarm.inputs["alarmActions"] == [topic(stack)]
-        assert alarm.inputs["okActions"] == [topic(stack)]
+        assert alarm.inputs["alarmActions"] == [topic]
+        assert alarm.inputs["okActions"] == [topic]
         assert alarm.inputs["statistic"] in STATISTICS
         assert alarm.inputs["comparisonOperator"] in COMPARISONS
         assert alarm.inputs["treatMissingData"] in MISSING_DATA
@@ -43,16 +62,16 @@ def test_every_alarm_notifies_the_stacks_topic_when_it_fires_and_when_it_clears(
     assert len({a.inputs["name"] for a in found}) == len(found)
 
 
-@pytest.mark.parametrize("stack", MONITORED)
-def test_alarms_start_only_once_the_addon_publishes_their_metrics(plans, stack):
-    plan = plans[stack]
+@pytest.mark.parametrize("stack", STACKS)
+def test_alarms_start_only_once_the_addon_publishes_their_metrics(stack):
+    plan = monitored(stack)
     addon = one([a for a in plan.find("aws:eks/addon:Addon") if a.inputs["addonName"] == versions.CLOUDWATCH_OBSERVABILITY_ADDON])
     for alarm in plan.find(ALARM):
         assert addon.urn in alarm.dependencies, alarm.name
 
 
-def test_a_node_lost_or_failing_for_minutes_pages_and_silence_counts_as_failure(plans):
-    plan = plans["staging"]
+def test_a_node_lost_or_failing_for_minutes_pages_and_silence_counts_as_failure():
+    plan = monitored("staging")
     failed = alarms_by_metric(plan)["cluster_failed_node_count"]
     assert failed.inputs["namespace"] == "ContainerInsights"
     assert failed.inputs["dimensions"] == {"ClusterName": plan.outputs["clusterName"]}
@@ -62,8 +81,8 @@ def test_a_node_lost_or_failing_for_minutes_pages_and_silence_counts_as_failure(
     assert failed.inputs["treatMissingData"] == "breaching"
 
 
-def test_a_running_node_that_stays_not_ready_pages(plans):
-    plan = plans["staging"]
+def test_a_running_node_that_stays_not_ready_pages():
+    plan = monitored("staging")
     ready = alarms_by_metric(plan)["node_status_condition_ready"]
     assert ready.inputs["dimensions"] == {"ClusterName": plan.outputs["clusterName"]}
     # the cluster-wide minimum of the per-node 1 (Ready) / 0 drops below 1 when any reporting node is not Ready
@@ -76,8 +95,8 @@ def test_a_running_node_that_stays_not_ready_pages(plans):
     assert ready.inputs["treatMissingData"] == "notBreaching"  # a silent node is the failed-nodes alarm's case
 
 
-def test_any_neuron_ecc_event_pages(plans):
-    plan = plans["prod"]
+def test_any_neuron_ecc_event_pages():
+    plan = monitored("prod")
     ecc = alarms_by_metric(plan)["node_neurondevice_hw_ecc_events_total"]
     assert ecc.inputs["dimensions"] == {"ClusterName": plan.outputs["clusterName"]}
     assert (ecc.inputs["statistic"], ecc.inputs["comparisonOperator"], ecc.inputs["threshold"]) == (
@@ -90,7 +109,8 @@ def test_any_neuron_ecc_event_pages(plans):
 
 @pytest.mark.parametrize("capacity_gib", [1200, 2400, 4800])
 def test_the_fsx_alarm_fires_below_a_tenth_of_the_stacks_own_capacity(capacity_gib):
-    plan = evaluate("prod", fsxStorageCapacityGiB=capacity_gib)
+    fixture = {"fsxDeploymentType": "PERSISTENT_2", "fsxThroughputPerTiB": 250, **ALARMS_ON}
+    plan = evaluate("prod", fsxStorageCapacityGiB=capacity_gib, **fixture)
     fsx = alarms_by_metric(plan)["FreeDataStorageCapacity"]
     file_system = one(plan.find("aws:fsx/lustreFileSystem:LustreFileSystem"))
     assert fsx.inputs["namespace"] == "AWS/FSx"
@@ -104,9 +124,8 @@ def test_the_fsx_alarm_fires_below_a_tenth_of_the_stacks_own_capacity(capacity_g
 
 @pytest.mark.parametrize(("members", "majority"), [(3, 2), (5, 3)])
 def test_the_etcd_alarm_fires_when_ready_members_drop_below_a_majority(members, majority):
-    plan = evaluate(
-        "staging", etcdMembers=members, systemNodeMinSize=members, systemNodeDesiredSize=members, systemNodeMaxSize=members
-    )
+    nodes = {"systemNodeMinSize": members, "systemNodeDesiredSize": members, "systemNodeMaxSize": members}
+    plan = evaluate("staging", etcdMembers=members, **nodes, **ALARMS_ON)
     etcd = alarms_by_metric(plan)["service_number_of_running_pods"]
     statefulset = one(plan.find("kubernetes:apps/v1:StatefulSet"))
     assert statefulset.inputs["spec"]["replicas"] == members
@@ -137,9 +156,11 @@ def test_without_a_topic_there_are_no_alarms_but_metrics_still_flow():
     assert [a for a in plan.find("aws:eks/addon:Addon") if a.inputs["addonName"] == versions.CLOUDWATCH_OBSERVABILITY_ADDON]
 
 
-def test_the_readme_lists_every_alarm_with_what_to_do(plans):
+def test_the_readme_lists_every_alarm_with_what_to_do():
     readme = (REPO_ROOT / "README.md").read_text()
     section = readme[readme.index("**Alarms**") : readme.index("**6. Scale**")]
-    cluster = plans["staging"].outputs["clusterName"]
-    for alarm in plans["staging"].find(ALARM):
+    plan = monitored("staging")
+    cluster = plan.outputs["clusterName"]
+    assert plan.find(ALARM)
+    for alarm in plan.find(ALARM):
         assert f"`{alarm.inputs['name'].removeprefix(cluster + '-')}`" in section

@@ -5,6 +5,7 @@ the local end of such a session to a real TLS server that answers under the clus
 from __future__ import annotations
 
 import base64
+import functools
 import http.server
 import json
 import ssl
@@ -14,7 +15,7 @@ import threading
 
 import pytest
 import trustme
-from support import STACKS, cached_plan, one
+from support import STACKS, cached_plan, evaluate, one, platform
 
 from components.api_access import AMI_PARAMETER, PORT_FORWARDING_DOCUMENT, SSM_CORE_POLICY_ARN
 from jobs.api_tunnel import endpoint_host
@@ -23,20 +24,28 @@ from preflight.stackfile import REPO_ROOT
 from trainium_eks import tokens
 from trainium_eks.contract import PlatformContract
 
+pytestmark = pytest.mark.stacks
+
 
 def resources(plan, type_: str, name_part: str = "api-access") -> list:
     return [r for r in plan.find(type_) if name_part in r.name]
 
 
+@functools.cache
+def private_plan():
+    """prod, a fixture of a private endpoint whatever its shipped file says."""
+    return evaluate("prod", endpointPublicAccess=False, publicAccessCidrs=[])
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_only_a_private_endpoint_gets_an_access_host(stack):
     plan = cached_plan(stack, False)
-    private = plan.outputs.get("apiAccess")
-    assert bool(resources(plan, tokens.EC2_INSTANCE)) == (stack == "prod") == (private is not None)
+    private = not platform(stack).cluster.endpoint_public_access
+    assert bool(resources(plan, tokens.EC2_INSTANCE)) == private == (plan.outputs.get("apiAccess") is not None)
 
 
 def test_the_host_takes_no_inbound_connection_and_is_managed_by_systems_manager():
-    plan = cached_plan("prod", False)
+    plan = private_plan()
     host = one(resources(plan, tokens.EC2_INSTANCE)).inputs
     assert "keyName" not in host and host["associatePublicIpAddress"] is False
     assert host["metadataOptions"]["httpTokens"] == "required" and host["metadataOptions"]["httpPutResponseHopLimit"] == 1
@@ -56,7 +65,7 @@ def test_the_host_takes_no_inbound_connection_and_is_managed_by_systems_manager(
 
 
 def test_the_cluster_admits_the_host_on_443():
-    plan = cached_plan("prod", False)
+    plan = private_plan()
     (group,) = resources(plan, tokens.EC2_SECURITY_GROUP)
     admitted = [
         r
@@ -67,17 +76,18 @@ def test_the_cluster_admits_the_host_on_443():
 
 
 def test_users_may_forward_a_port_through_this_host_and_end_only_their_own_sessions():
-    plan = cached_plan("prod", False)
+    plan = private_plan()
+    region = plan.outputs["region"]
     (policy,) = resources(plan, tokens.IAM_POLICY)
     start, own = json.loads(policy.inputs["policy"])["Statement"]
     access = plan.outputs["apiAccess"]
     instance, document = start["Resource"]
     assert start["Action"] == "ssm:StartSession"
-    assert instance.startswith("arn:aws:ec2:us-west-2:") and instance.endswith(f":instance/{access['hostInstanceId']}")
+    assert instance.startswith(f"arn:aws:ec2:{region}:") and instance.endswith(f":instance/{access['hostInstanceId']}")
     assert (
         document
-        == f"arn:aws:ssm:us-west-2::document/{PORT_FORWARDING_DOCUMENT}"
-        == f"arn:aws:ssm:us-west-2::document/{access['document']}"
+        == f"arn:aws:ssm:{region}::document/{PORT_FORWARDING_DOCUMENT}"
+        == f"arn:aws:ssm:{region}::document/{access['document']}"
     )
     assert set(own["Action"]) == {"ssm:TerminateSession", "ssm:ResumeSession"} and "${aws:userid}-*" in own["Resource"]
     assert access["usersPolicyArn"].endswith(f":policy/{policy.inputs['name']}")
@@ -107,7 +117,7 @@ class VolcanoApi(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def prod_contract() -> PlatformContract:
-    return PlatformContract.from_outputs(cached_plan("prod", False).outputs)
+    return PlatformContract.from_outputs(private_plan().outputs)
 
 
 @pytest.fixture
@@ -157,7 +167,7 @@ def outputs_with_kubeconfig(tmp_path, contract: PlatformContract, authority=None
             }
         ],
     }
-    outputs = {**cached_plan("prod", False).outputs, "kubeconfig": json.dumps(kubeconfig)}
+    outputs = {**private_plan().outputs, "kubeconfig": json.dumps(kubeconfig)}
     path = tmp_path / "prod.json"
     path.write_text(json.dumps(outputs))
     return path
@@ -206,7 +216,7 @@ def test_the_tunnel_command_is_the_documented_session(tmp_path, prod_contract):
     result = run_module("jobs.api_tunnel", "--outputs", str(outputs_with_kubeconfig(tmp_path, prod_contract)))
     assert result.returncode == 0, result.stderr
     expected = (
-        f"aws ssm start-session --region us-west-2 --target {prod_contract.api_access.host_instance_id} "
+        f"aws ssm start-session --region {prod_contract.region} --target {prod_contract.api_access.host_instance_id} "
         f"--document-name {PORT_FORWARDING_DOCUMENT} "
         f"--parameters host={endpoint_host(prod_contract)},portNumber=443,localPortNumber=8443"
     )
@@ -217,7 +227,8 @@ def test_the_tunnel_command_is_the_documented_session(tmp_path, prod_contract):
 
 def test_a_public_stack_needs_no_tunnel(tmp_path):
     path = tmp_path / "staging.json"
-    path.write_text(json.dumps(cached_plan("staging", False).outputs))
+    public = {"endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]}
+    path.write_text(json.dumps(evaluate("staging", **public).outputs))
     result = run_module("jobs.api_tunnel", "--outputs", str(path))
     assert result.returncode == 2 and "endpoint is public" in result.stderr and result.stderr.count("\n") == 1
 

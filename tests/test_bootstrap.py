@@ -12,6 +12,8 @@ from preflight.stackfile import REPO_ROOT
 from trainium_eks import tokens
 from trainium_eks.config import BOOTSTRAP_VARIABLE, ConfigError, bootstrap_step, parse
 
+pytestmark = pytest.mark.stacks
+
 NEEDS_THE_CLUSTER = (tokens.EKS_COMPONENT_CLUSTER, tokens.EKS_NODE_GROUP, tokens.EKS_ADDON)
 
 

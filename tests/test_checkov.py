@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import STACKS, cached_plan, kubernetes_objects, manifest
+from support import STACKS, cached_plan, evaluate, kubernetes_objects, manifest
 
 from jobs import launch, training_security
 from preflight.stackfile import REPO_ROOT
 from trainium_eks.contract import PlatformContract
+
+pytestmark = pytest.mark.stacks
 
 SKIPS = {
     "CKV_K8S_43": "etcd's and TensorBoard's digests cannot be read here (no registry) nor from an upstream source: exact tags",
@@ -37,6 +39,7 @@ TRAINING_POD_FINDINGS = {
     "CKV_K8S_9": "a training worker serves nothing to probe; torchrun restarts a failed worker, Volcano a failed pod",
 }
 TRAINING_PODS_FILE = "training-pods.yaml"
+TEAMS_FILE = "fixture-with-a-team.yaml"
 # The one platform object that runs as root: it creates the teams' directories in the file system's root-owned top
 # directory, which only root may write (README, "What the training pods run as").
 ROOT_WRITER = "team-directories"
@@ -68,6 +71,9 @@ def reports(tmp_path_factory) -> dict[str, dict]:
     for stack in STACKS:
         objects = [manifest(r) for r in kubernetes_objects(cached_plan(stack, False))]
         (root / f"{stack}.yaml").write_text(yaml.safe_dump_all(objects))
+    # The root writer exists only on a stack with teams: a fixture has one, whether or not a shipped stack does.
+    with_a_team = evaluate("staging", teams=[{"name": "research", "neuronShare": 1.0}])
+    (root / TEAMS_FILE).write_text(yaml.safe_dump_all([manifest(r) for r in kubernetes_objects(with_a_team)]))
     (root / TRAINING_PODS_FILE).write_text(yaml.safe_dump_all([pod for stack in STACKS for pod in training_pods(stack)]))
     (root / CANARY_FILE).write_text(yaml.safe_dump(CANARY))
     shutil.copy(REPO_ROOT / "training" / "Dockerfile", root / "Dockerfile")
@@ -112,14 +118,14 @@ def test_the_root_writer_fails_only_its_listed_checks(reports):
     found = {
         c["check_id"] for c in reports["kubernetes"]["results"]["failed_checks"] if c["resource"].endswith(f".{ROOT_WRITER}")
     }
-    assert found == set(ROOT_WRITER_FINDINGS)  # staging declares teams: the job is there, and runs as root
+    assert found == set(ROOT_WRITER_FINDINGS)  # the fixture declares a team: the job is there, and runs as root
 
 
 def test_every_stacks_kubernetes_objects_pass(reports):
     kubernetes = reports["kubernetes"]
     assert failures(kubernetes) == []
     checked_files = {Path(c["file_path"]).name for c in kubernetes["results"]["passed_checks"]}
-    assert {f"{stack}.yaml" for stack in STACKS} <= checked_files
+    assert {f"{stack}.yaml" for stack in STACKS} | {TEAMS_FILE} <= checked_files
 
 
 def test_training_dockerfile_passes(reports):

@@ -11,6 +11,8 @@ from support import evaluate, one
 
 from trainium_eks import versions
 
+pytestmark = pytest.mark.stacks
+
 NODE_POLICIES = {
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",

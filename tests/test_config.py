@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from hypothesis import given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from support import STACKS, node_group_config, settings
 
-from preflight import config_types, stackfile
+from preflight import config_types, schema_docs, stackfile
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import catalog
 from trainium_eks.config import ConfigError, declarations, parse
+from trainium_eks.config.stack import StackInput
 
 GROUP = node_group_config("trn1-32xl", "trn1.32xlarge")
 POOL = {"name": "trn1-32xl", "instanceType": "trn1.32xlarge", "provisioning": "karpenter", "maxSize": 2}
@@ -307,6 +311,8 @@ def test_efa_defaults_to_what_the_instance_type_supports():
     assert group.efa_interfaces == catalog.INSTANCE_TYPES[group.instance_type].max_efa_interfaces
 
 
+# No deadline: a loaded 2-core machine parses a stack slower than hypothesis's 200 ms default.
+@hypothesis_settings(deadline=None)
 @given(st.integers(-3, 12), st.integers(-3, 12), st.integers(-3, 12))
 def test_scaling_is_accepted_exactly_when_ordered(min_size, desired, max_size):
     group = {**GROUP, "minSize": min_size, "desiredSize": desired, "maxSize": max_size}
@@ -319,8 +325,38 @@ def test_scaling_is_accepted_exactly_when_ordered(min_size, desired, max_size):
             parse(raw, stack="staging")
 
 
-def test_every_project_key_is_documented():
+def test_pulumi_yaml_and_the_configuration_guide_are_generated_from_the_model():
+    for path, text in schema_docs.generated().items():
+        assert path.read_text() == text, f"{path.relative_to(REPO_ROOT)} is stale: run `make docs` and commit the result"
+
+
+def test_every_key_of_the_model_is_declared_and_listed_in_the_guide():
     _, declared = declarations()
-    guide = (REPO_ROOT / "docs" / "configuration.md").read_text()
-    for key in declared:
-        assert f"`{key}`" in guide, f"docs/configuration.md does not document {key}"
+    properties = StackInput.model_json_schema(by_alias=True)["properties"]
+    assert set(declared) == set(properties)
+    for key, prop in properties.items():
+        assert f"| `{key}` |" in schema_docs.section(prop["section"]), key
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda text: text.replace("<!-- end of generated: storage -->", ""), "'storage' has no end marker"),
+        (
+            lambda text: re.sub(r"<!-- generated [^\n]*: storage -->.*: storage -->", "", text, flags=re.S),
+            "no block for the section 'storage'",
+        ),
+        (lambda text: text.replace(": storage -->", ": strage -->"), "no model key is listed in 'strage'"),
+    ],
+)
+def test_a_guide_whose_markers_do_not_match_the_model_is_refused_in_one_line(edit, words):
+    guide = (REPO_ROOT / schema_docs.GUIDE).read_text()
+    with pytest.raises(schema_docs.DocsError, match=words) as raised:
+        schema_docs.configuration_md(edit(guide))
+    assert "\n" not in str(raised.value)
+
+
+def test_generated_tables_keep_the_prose_around_them():
+    guide = (REPO_ROOT / schema_docs.GUIDE).read_text()
+    emptied = re.sub(r"(model: (\S+) -->\n).*?(<!-- end of generated: \2 -->)", r"\1\3", guide, flags=re.S)
+    assert emptied != guide and schema_docs.configuration_md(emptied) == schema_docs.configuration_md(guide)

@@ -1,101 +1,183 @@
-"""The team example evaluates under the SDK's mocks against the outputs of a real platform plan (staging, which
-declares two teams): it builds its objects in the team's workspace, and stops in one line for a team the platform
-does not declare or outputs it cannot read. It installs the package from the release tag the CHANGELOG records."""
+"""A team installs this package from a release tag and builds in the workspace the platform granted it. Walked as a
+team would: the checkout is released with README's release commands into a repository of its own, the example's
+requirements.txt is installed from the pushed tag into a clean virtualenv, and examples/team-workspace runs in that
+virtualenv under the SDK's mocks against the outputs of a real plan of a platform that grants two teams. It builds in
+its team's workspace, and stops in one line for a team the platform does not declare or outputs it cannot read."""
 
 from __future__ import annotations
 
-import gc
 import json
+import os
 import re
-import runpy
+import shutil
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
 
-import pulumi
 import pytest
-from support import evaluate
+import yaml
+from support import evaluate, node_group_config, offering
 
 from preflight.stackfile import REPO_ROOT
-from trainium_eks import sdk_internals
 from trainium_eks.contract import CONTRACT_VERSION
+from trainium_eks.team import TEAMS_SINCE
 
 EXAMPLE = REPO_ROOT / "examples" / "team-workspace"
+EXAMPLE_STACK = "dev"
+RUNNER = Path(__file__).with_name("team_program_under_mocks.py")
+VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+# The example's requirement of this package: the team extra, from a tag of the platform's repository.
+PACKAGE_REQUIREMENT = re.compile(r"^trainium-eks\[team\] @ git\+(?P<repository>\S+)@(?P<tag>\S+)$", re.MULTILINE)
+# A plan cannot know the secret kubeconfig; the stack reference hands the team the real one, which is JSON.
 KUBECONFIG = json.dumps({"apiVersion": "v1", "kind": "Config", "clusters": [], "contexts": [], "users": []})
+OTHER_TEAM = "vision"
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "release test",
+    "GIT_AUTHOR_EMAIL": "release@example.com",
+    "GIT_COMMITTER_NAME": "release test",
+    "GIT_COMMITTER_EMAIL": "release@example.com",
+}
 
 
-class PlatformStackMocks(pulumi.runtime.Mocks):
-    """Answers the StackReference with the given outputs; every other resource echoes its inputs."""
-
-    def __init__(self, outputs: dict):
-        self.outputs = outputs
-
-    def new_resource(self, args):
-        if args.typ == "pulumi:pulumi:StackReference":
-            return args.name, {"name": args.resource_id, "outputs": self.outputs, "secretOutputNames": ["kubeconfig"]}
-        return f"{args.name}-id", dict(args.inputs)
-
-    def call(self, args):
-        return {}, []
-
-
-def run_example(outputs: dict, team: str = "nlp") -> dict:
-    monitor_mocks = PlatformStackMocks(outputs)
-    monitor = sdk_internals.MockMonitor(monitor_mocks)
-    sdk_internals.reset_root_resource()
-    pulumi.runtime.set_mocks(monitor_mocks, project="team-workspace", stack="dev", preview=False, monitor=monitor)
-    pulumi.runtime.set_all_config(
-        {"team-workspace:platformStack": "organization/trainium-eks/staging", "team-workspace:team": team}
+def run(command: list, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [str(part) for part in command], cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True, timeout=300
     )
-    try:
-        # Run the folder as Python runs a program folder: its __main__.py, with the folder importable.
-        pulumi.runtime.test(lambda: runpy.run_path(str(EXAMPLE), run_name="__main__"))()
-    finally:
-        gc.collect()  # as preflight.engine.evaluate does: finalise the SDK's leftovers at a safe point
-    return {
-        (r.urn.rsplit("::", 2)[1].rsplit("$", 1)[-1], r.urn.rsplit("::", 1)[1]): r.state
-        for r in monitor.get_registered_resources().values()
-    }
+    assert done.returncode == 0, f"{' '.join(map(str, command))}: {done.stderr}"
+    return done
+
+
+def example_config() -> dict[str, str]:
+    """The example's stack config, keys without the project prefix."""
+    stack = yaml.safe_load((EXAMPLE / f"Pulumi.{EXAMPLE_STACK}.yaml").read_text())
+    return {key.split(":", 1)[1]: value for key, value in stack["config"].items()}
+
+
+def release_commands() -> str:
+    """The shell block of README's "Releasing a version"."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    (block,) = re.findall(r"^### Releasing a version\n.*?^```sh\n(.*?)^```", readme, re.DOTALL | re.MULTILINE)
+    return block
+
+
+@pytest.fixture(scope="module")
+def origin(tmp_path_factory) -> Path:
+    """The platform's repository with this checkout merged to main, released by README's commands from a clone."""
+    root = tmp_path_factory.mktemp("release")
+    origin, clone = root / "origin.git", root / "clone"
+    run(["git", "init", "--quiet", "--bare", "--initial-branch", "main", origin], root)
+    # The checkout as its next commit holds it: tracked and new files, less what .gitignore leaves out.
+    listed = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], REPO_ROOT).stdout
+    for name in filter(None, listed.split("\0")):
+        if (REPO_ROOT / name).is_file():  # not deleted in the working tree
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO_ROOT / name, clone / name)
+    for command in (
+        ["init", "--quiet", "--initial-branch", "main"],
+        ["add", "--all"],
+        ["commit", "--quiet", "--message", "the release's pull request, merged"],
+        ["remote", "add", "origin", origin],
+        ["push", "--quiet", "origin", "main"],
+    ):
+        run(["git", *command], clone, **GIT_IDENTITY)
+    run(["bash", "-euo", "pipefail", "-c", release_commands()], clone, **GIT_IDENTITY)
+    return origin
+
+
+@pytest.fixture(scope="module")
+def team_python(origin, tmp_path_factory) -> Path:
+    """The Python of a clean virtualenv with the example's requirements.txt installed, constrained to the project's
+    pins, the platform's repository being ``origin``."""
+    root = tmp_path_factory.mktemp("team")
+    requirements = (EXAMPLE / "requirements.txt").read_text()
+    repository = PACKAGE_REQUIREMENT.search(requirements)["repository"]
+    # file://localhost/...: pip reads a URL requirement without a host as a path
+    (root / "requirements.txt").write_text(requirements.replace(repository, f"file://localhost{origin}"))
+    run([sys.executable, "-m", "venv", root / "venv"], root)
+    python = root / "venv" / "bin" / "python"
+    install = ["install", "--quiet", "--no-compile", "-r", "requirements.txt", "-c", REPO_ROOT / "constraints.txt"]
+    run([python, "-m", "pip", *install], root)
+    return python
 
 
 @pytest.fixture(scope="module")
 def platform_outputs() -> dict:
-    outputs = evaluate("staging").outputs
-    return {**outputs, "kubeconfig": KUBECONFIG}
+    """The outputs of a real plan of a platform that grants the example's team and one more, half a node group each."""
+    teams = [{"name": example_config()["team"], "neuronShare": 0.5}, {"name": OTHER_TEAM, "neuronShare": 0.5}]
+    group = node_group_config("trn1-32xl", "trn1.32xlarge", size=2)
+    plan = evaluate("staging", teams=teams, trainiumNodeGroups=[group], **offering("trn1.32xlarge"))
+    return {**plan.outputs, "kubeconfig": KUBECONFIG}
 
 
-def test_the_team_program_builds_in_its_workspace(platform_outputs):
-    resources = run_example(platform_outputs)
-    (nlp,) = [t for t in platform_outputs["teams"] if t["name"] == "nlp"]
-    created = {key: state for key, state in resources.items() if not key[0].startswith("pulumi:")}
-    assert {state["metadata"]["namespace"] for state in created.values()} == {nlp["namespace"]}
-    defaults = resources[("kubernetes:core/v1:ConfigMap", "job-defaults")]["data"]
-    assert defaults["queue"] == nlp["queue"] and defaults["claimName"] == nlp["claimName"]
+def run_example(python: Path, outputs: dict, tmp_path: Path, **config: str) -> subprocess.CompletedProcess:
+    """The example as `pulumi up` runs its stack: that stack's config (``config`` changes keys), the platform stack
+    answering with ``outputs``."""
+    project = yaml.safe_load((EXAMPLE / "Pulumi.yaml").read_text())["name"]
+    stack_config = {f"{project}:{key}": value for key, value in {**example_config(), **config}.items()}
+    outputs_file = tmp_path / "platform-outputs.json"
+    outputs_file.write_text(json.dumps(outputs))
+    return subprocess.run(
+        [python, "-I", RUNNER, EXAMPLE, EXAMPLE_STACK, outputs_file],
+        cwd=EXAMPLE,
+        env={**os.environ, "PULUMI_CONFIG": json.dumps(stack_config)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_release_commands_tag_the_merged_version(origin):
+    tags = run(["git", "ls-remote", origin, "refs/heads/main", f"refs/tags/v{VERSION}^{{}}"], origin).stdout.split("\n")
+    (main, tagged) = [line.split()[0] for line in tags if line]
+    assert tagged == main
+    assert PACKAGE_REQUIREMENT.search((EXAMPLE / "requirements.txt").read_text())["tag"] == f"v{VERSION}"
+
+
+def test_the_team_program_builds_in_its_workspace(team_python, platform_outputs, tmp_path):
+    done = run_example(team_python, platform_outputs, tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert Path(result["trainium_eks"]).is_relative_to(team_python.parent.parent)  # the release, not this checkout
+    registered = result["resources"]
+    config = example_config()
+    (team,) = [t for t in platform_outputs["teams"] if t["name"] == config["team"]]
+
+    def of_type(type_: str) -> list[dict]:
+        return [r["inputs"] for r in registered if r["type"] == type_]
+
+    (reference,) = of_type("pulumi:pulumi:StackReference")
+    assert reference["name"] == config["platformStack"]
+    objects = [r["inputs"] for r in registered if r["type"].startswith("kubernetes:")]
+    assert objects and {o["metadata"]["namespace"] for o in objects} == {team["namespace"]}
+    (defaults,) = [o["data"] for o in of_type("kubernetes:core/v1:ConfigMap") if o["metadata"]["name"] == "job-defaults"]
+    assert (defaults["queue"], defaults["claimName"]) == (team["queue"], team["claimName"])
     assert defaults["etcdEndpoint"] == platform_outputs["etcdEndpoint"]
-    provider = resources[("pulumi:providers:kubernetes", "nlp-workspace")]
-    assert provider["namespace"] == nlp["namespace"]  # what the program forgets to place lands in the team's namespace
+    (provider,) = of_type("pulumi:providers:kubernetes")
+    assert provider["namespace"] == team["namespace"]  # what the program forgets to place lands in the team's namespace
 
 
 @pytest.mark.parametrize(
-    ("team", "edit", "words"),
+    ("config", "edit", "words"),
     [
-        ("search", lambda o: None, "declares no team 'search' (teams: nlp, vision); add it to the platform stack's teams"),
-        ("nlp", lambda o: o.pop("teams"), "teams: missing"),
-        ("nlp", lambda o: o.update(contractVersion="1.4.0"), "publishes 1.4.0, this consumer needs 1.5.0"),
-        ("nlp", lambda o: o.update(contractVersion="2.0.0"), "publishes 2.0.0, this consumer needs 1.5.0"),
+        ({"team": "search"}, lambda o: None, "declares no team 'search' (teams: {teams}); add it to the platform stack's teams"),
+        ({}, lambda o: o.pop("teams"), "teams: missing"),
+        ({}, lambda o: o.update(contractVersion="1.4.0"), f"publishes 1.4.0, this consumer needs {TEAMS_SINCE}"),
+        ({}, lambda o: o.update(contractVersion="2.0.0"), f"publishes 2.0.0, this consumer needs {TEAMS_SINCE}"),
     ],
+    ids=["undeclared-team", "no-teams-output", "older-contract", "next-major-contract"],
 )
-def test_what_the_platform_did_not_grant_fails_in_one_line(platform_outputs, team, edit, words):
+def test_what_the_platform_did_not_grant_fails_in_one_line(team_python, platform_outputs, tmp_path, config, edit, words):
     outputs = dict(platform_outputs)
     edit(outputs)
-    with pytest.raises(Exception, match=re.escape(words)) as failure:
-        run_example(outputs, team)
-    assert "\n" not in str(failure.value).strip()
+    done = run_example(team_python, outputs, tmp_path, **config)
+    teams = ", ".join(t["name"] for t in platform_outputs["teams"])
+    assert done.returncode == 1
+    assert words.format(teams=teams) in done.stderr
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
 
 
-def test_the_example_installs_the_package_from_its_release_tag():
-    version = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
-    requirements = (EXAMPLE / "requirements.txt").read_text()
-    assert f"trainium-eks[team] @ git+https://github.com/example-org/trainium-eks@v{version}" in requirements
-    assert "-e " not in requirements  # not a sibling checkout
+def test_the_changelog_records_the_release_and_its_contract():
     changelog = (REPO_ROOT / "CHANGELOG.md").read_text()
-    (entry,) = re.findall(rf"^## {re.escape(version)} .*$", changelog, re.MULTILINE)
-    assert f"contract {CONTRACT_VERSION}" in entry
+    (heading,) = re.findall(rf"^## {re.escape(VERSION)} .*$", changelog, re.MULTILINE)
+    assert f"contract {CONTRACT_VERSION}" in heading

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import STACKS, evaluate, node_group_config, run_preflight, settings
+from support import STACKS, evaluate, node_group_config, offering, run_preflight, settings
 
 from preflight import analysis
 from trainium_eks import catalog, cost, deployment
 from trainium_eks.graph import Graph, Node
 from trainium_eks.trainium_groups import trainium_groups
+
+pytestmark = pytest.mark.stacks
 
 
 def annotated(stack: str, **overrides) -> dict:
@@ -48,9 +50,10 @@ def test_every_billed_resource_has_a_line():
 
 
 def test_scaling_changes_the_cost_by_the_node_price():
-    small = annotated("staging", trainiumNodeGroups=[node_group_config("trn1-32xl", "trn1.32xlarge", size=2)])
-    large = annotated("staging", trainiumNodeGroups=[node_group_config("trn1-32xl", "trn1.32xlarge", size=3)])
-    node = catalog.INSTANCE_TYPES["trn1.32xlarge"].price("us-east-1")
+    place = {**offering("trn1.32xlarge"), "teams": []}
+    small = annotated("staging", trainiumNodeGroups=[node_group_config("trn1-32xl", "trn1.32xlarge", size=2)], **place)
+    large = annotated("staging", trainiumNodeGroups=[node_group_config("trn1-32xl", "trn1.32xlarge", size=3)], **place)
+    node = catalog.INSTANCE_TYPES["trn1.32xlarge"].price(place["aws:region"])
     root_volume = 500 * catalog.EBS_GP3_USD_PER_GB_MONTH / catalog.HOURS_PER_MONTH
     assert large["cost"]["hourlyUsd"] - small["cost"]["hourlyUsd"] == pytest.approx(node + root_volume, abs=1e-3)
 
@@ -64,7 +67,8 @@ def test_extended_support_versions_bill_the_extended_rate():
 def test_cost_guard_uses_the_same_estimate():
     plan = evaluate("staging").to_json()
     graph = Graph.from_records(plan["resources"])
-    assert cost.estimate(graph, "us-east-1").monthly_usd == analysis.annotate(plan)["cost"]["monthlyUsd"]
+    region = settings("staging").config["aws:region"]
+    assert cost.estimate(graph, region).monthly_usd == analysis.annotate(plan)["cost"]["monthlyUsd"]
 
 
 def test_check_all_json_carries_cost_and_deployment_for_every_stack():

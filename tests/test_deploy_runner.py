@@ -16,9 +16,15 @@ from preflight.stackfile import REPO_ROOT
 from trainium_eks import tokens
 from trainium_eks.config import parse
 
+pytestmark = pytest.mark.stacks
+
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 # The only calls a VPC build makes that cannot be scoped by resource (CodeBuild User Guide, VPC network interfaces).
 UNSCOPED_NETWORK_INTERFACE_CALLS = {"ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface"}
+
+
+# prod as a fixture of a private stack, whatever its shipped file says: the workflows' cases below are about prod.
+PRIVATE_PROD = {"endpointPublicAccess": False, "publicAccessCidrs": []}
 
 
 def configs(**prod_overrides) -> dict:
@@ -145,13 +151,13 @@ def test_a_private_stack_deployed_from_outside_its_vpc_fails(tmp_path, workflow,
     text = (directory / workflow).read_text()
     assert old in text
     (directory / workflow).write_text(text.replace(old, new))
-    problems = workflows.unreachable(workflows.stack_jobs(workflows.load(directory), "trainium-eks"), configs())
+    problems = workflows.unreachable(workflows.stack_jobs(workflows.load(directory), "trainium-eks"), configs(**PRIVATE_PROD))
     assert any(expected in p and "outside the stack's VPC" in p for p in problems), problems
 
 
 def test_a_private_stack_without_a_runner_fails():
     jobs = workflows.stack_jobs(workflows.load(WORKFLOWS), "trainium-eks")
-    problems = workflows.unreachable(jobs, configs(ciRunnerRepository="", ciRunnerConnectionArn=""))
+    problems = workflows.unreachable(jobs, configs(**PRIVATE_PROD, ciRunnerRepository="", ciRunnerConnectionArn=""))
     assert len(problems) == 2  # prod's preview and up
     assert all("of prod, whose API endpoint is private" in p and "set ciRunnerRepository" in p for p in problems)
 

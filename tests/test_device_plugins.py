@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from support import evaluate, one, settings
+from support import evaluate, offering, one, settings
 
 from trainium_eks import catalog, versions
 from trainium_eks.trainium_groups import tolerates
+
+pytestmark = pytest.mark.stacks
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -45,7 +47,7 @@ def test_plugins_tolerate_and_select_every_trainium_group(stack_plan):
 def test_efa_plugin_lands_on_efa_nodes_only(provisioning):
     sizes = {"minSize": 2, "desiredSize": 2} if provisioning == "managed" else {}
     groups = [{"name": "trn", "instanceType": "trn1.32xlarge", "provisioning": provisioning, "maxSize": 2, **sizes}]
-    plan = evaluate("staging", trainiumNodeGroups=groups)
+    plan = evaluate("staging", trainiumNodeGroups=groups, teams=[], **offering("trn1.32xlarge"))
     efa = releases(plan)["efa-device-plugin"].inputs["values"]
     ((taints, labels),) = trainium_nodes(plan)
     assert all(tolerates(efa["tolerations"], taint) for taint in taints)
@@ -53,7 +55,7 @@ def test_efa_plugin_lands_on_efa_nodes_only(provisioning):
     system = one([n for n in plan.find(NG) if n.inputs["amiType"] != "AL2023_x86_64_NEURON"])
     assert not selects(efa["nodeSelector"], system.inputs["labels"])
     small = {**groups[0], "name": "small", "instanceType": "trn1.2xlarge"}
-    small_plan = evaluate("dev", trainiumNodeGroups=[small])  # trn1.2xlarge has no EFA: the plugin selects none of its nodes
+    small_plan = evaluate("dev", trainiumNodeGroups=[small], teams=[], **offering("trn1.2xlarge"))  # trn1.2xlarge: no EFA
     ((_, small_labels),) = trainium_nodes(small_plan)
     assert not selects(releases(small_plan)["efa-device-plugin"].inputs["values"]["nodeSelector"], small_labels)
 

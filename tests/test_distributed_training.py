@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import evaluate
+from support import evaluate, one_group
 from transformers import BertForPreTraining
 
 from jobs.components import JOB_VERSION_ANNOTATION
@@ -29,7 +29,14 @@ from jobs.local_etcd import LocalEtcd
 from preflight.stackfile import REPO_ROOT
 from training.options import BERT_TINY
 
-STACK = "staging"  # two trn1.32xlarge nodes: the launcher's default job has two tasks
+STACK = "staging"
+# A fixture of the shipped stack: two trn1.32xlarge nodes (the launcher's default job has two tasks) and three etcd
+# members, each on a system node of its own.
+FIXTURE = {
+    **one_group("trn1.32xlarge"),
+    "etcdMembers": 3,
+    **{f"systemNode{size}Size": 3 for size in ("Min", "Desired", "Max")},
+}
 JOB_NAME = "berttrain"
 RENDEZVOUS_KEY = "/torch/elastic/rendezvous/{run_id}"  # where torch's etcd-v2 backend keeps a run's state
 UNBOUNDED_STEPS = "1000000"  # runs that the test stops itself, after watching them for long enough
@@ -37,7 +44,7 @@ UNBOUNDED_STEPS = "1000000"  # runs that the test stops itself, after watching t
 
 @pytest.fixture(scope="module")
 def plan():
-    return evaluate(STACK)
+    return evaluate(STACK, **FIXTURE)
 
 
 @pytest.fixture

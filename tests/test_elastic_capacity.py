@@ -12,12 +12,14 @@ import json
 
 import pytest
 import yaml
-from support import STACKS, evaluate, one, run_preflight, settings
-from test_trainium_node_group import stack_offering
+from support import STACKS, evaluate, offering, one, run_preflight, settings
+from test_trainium_node_group import with_groups
 
 from preflight import analysis
 from trainium_eks import catalog, deployment, layout, versions
 from trainium_eks.graph import Graph
+
+pytestmark = pytest.mark.stacks
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 NG = "aws:eks/nodeGroup:NodeGroup"
@@ -40,9 +42,8 @@ def group(instance_type: str, provisioning: str, **extra) -> dict:
 
 def both_kinds(instance_type: str, **extra):
     """The plans of one group of ``instance_type`` as a managed node group and as an elastic pool, on one stack."""
-    stack = stack_offering(instance_type)
-    managed = evaluate(stack, trainiumNodeGroups=[group(instance_type, "managed", **extra)])
-    elastic = evaluate(stack, trainiumNodeGroups=[group(instance_type, "karpenter", **extra)])
+    managed = with_groups(instance_type, group(instance_type, "managed", **extra))
+    elastic = with_groups(instance_type, group(instance_type, "karpenter", **extra))
     return (
         one([r for r in managed.find(LT) if r.name.endswith("-trn-lt")]),
         one([r for r in managed.find(NG) if r.name.endswith("-trn-ng")]),
@@ -117,7 +118,7 @@ def test_an_elastic_pool_scales_from_zero_to_max_size_and_never_empties_a_busy_n
 
 
 def test_idle_minutes_set_when_an_empty_node_goes():
-    plan = evaluate("staging", trainiumNodeGroups=[group("trn1.32xlarge", "karpenter", idleMinutes=5)])
+    plan = with_groups("trn1.32xlarge", group("trn1.32xlarge", "karpenter", idleMinutes=5))
     assert one(plan.find(NODE_POOL)).inputs["spec"]["disruption"]["consolidateAfter"] == "5m"
     assert plan.outputs["trainiumNodeGroupScaling"] == {"trn": {"provisioning": "karpenter", "idleMinutes": 5}}
 
@@ -144,14 +145,14 @@ def test_a_capacity_block_pool_is_priced_as_the_block_whether_or_not_it_runs():
     reservation = {
         "type": "capacity-block",
         "id": "cr-0123456789abcdef0",
-        "azId": "use1-az6",
+        "azId": offering("trn1.32xlarge")["trainiumAzId"],
         "instanceCount": 2,
         "hourlyUsd": 15.5,
     }
-    plan = evaluate("staging", trainiumNodeGroups=[group("trn1.32xlarge", "karpenter", capacityReservation=reservation)])
+    plan = with_groups("trn1.32xlarge", group("trn1.32xlarge", "karpenter", capacityReservation=reservation))
     node_class, pool = one(plan.find(NODE_CLASS)).inputs, one(plan.find(NODE_POOL)).inputs["spec"]
     assert node_class["spec"]["capacityReservationSelectorTerms"] == [{"id": reservation["id"]}]
-    assert node_class["metadata"]["annotations"][layout.CAPACITY_RESERVATION_AZ_TAG] == "use1-az6"
+    assert node_class["metadata"]["annotations"][layout.CAPACITY_RESERVATION_AZ_TAG] == reservation["azId"]
     requirements = {r["key"]: r["values"] for r in pool["template"]["spec"]["requirements"]}
     assert requirements["karpenter.sh/capacity-type"] == ["reserved"]
     lines = [line for line in analysis.annotate(plan.to_json())["cost"]["lines"] if "trn1.32xlarge" in line["description"]]

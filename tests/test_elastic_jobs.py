@@ -14,18 +14,21 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import evaluate, one, run_preflight
-from test_jobs import launch_json, outputs_file, pod_templates, run_module
+from support import STACKS, evaluate, offering, one, one_group, platform, run_preflight
+from test_jobs import NO_EFA, TWO_EFA_NODES, launch_json, outputs_file, pod_templates, run_module
 
 from policies.packs import PACKS
 from preflight import check
 from trainium_eks import catalog, layout
 from trainium_eks.trainium_groups import tolerates
 
+pytestmark = pytest.mark.stacks
+
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
-ELASTIC_STACKS = ("dev", "staging")
+# The stacks whose first Trainium group is elastic (a job launches there by default).
+ELASTIC_STACKS = [stack for stack in STACKS if platform(stack).trainium_node_groups[0].elastic]
 
 
 def pool_for(plan, pod: dict) -> dict | None:
@@ -95,7 +98,8 @@ def test_a_managed_group_without_nodes_refuses_jobs_instead_of_printing_an_empty
     def no_nodes(outputs):
         outputs["trainiumNodeGroups"][0].update(minSize=0, desiredSize=0)
 
-    path, _ = outputs_file(tmp_path, "prod", edit=no_nodes)
+    managed = one_group("trn1.32xlarge", provisioning="managed", minSize=2, desiredSize=2)
+    path, _ = outputs_file(tmp_path, "prod", edit=no_nodes, **managed)
     for module in ("jobs.launch", "jobs.acceptance neuron-devices", "jobs.acceptance fsx-shared"):
         result = run_module(*module.split(), "--outputs", str(path), "--dryrun")
         assert result.returncode == 2 and "runs no node (desiredSize 0)" in result.stderr, (module, result.stderr)
@@ -104,7 +108,7 @@ def test_a_managed_group_without_nodes_refuses_jobs_instead_of_printing_an_empty
 
 
 def test_acceptance_on_an_elastic_pool_checks_every_node_it_can_bring_and_the_nodes_asked(tmp_path):
-    path, outputs = outputs_file(tmp_path, "staging")
+    path, outputs = outputs_file(tmp_path, "staging", **TWO_EFA_NODES)
     most = int(outputs["trainiumNodeGroups"][0]["maxSize"])
 
     def completions(*args):
@@ -116,9 +120,9 @@ def test_acceptance_on_an_elastic_pool_checks_every_node_it_can_bring_and_the_no
     assert completions("--nodes", "1") == 1
     result = run_module("jobs.acceptance", "neuron-devices", "--outputs", str(path), "--dryrun", "--nodes", str(most + 1))
     assert result.returncode == 2 and "grows to" in result.stderr
-    # Two-node EFA checks run on an elastic pool of two; dev's pool has no EFA and is refused in one line.
+    # Two-node EFA checks run on an elastic pool of two; a pool without EFA is refused in one line.
     assert run_module("jobs.acceptance", "efa-allreduce", "--outputs", str(path), "--dryrun").returncode == 0
-    dev_path, _ = outputs_file(tmp_path, "dev")
+    dev_path, _ = outputs_file(tmp_path, "dev", **NO_EFA)
     result = run_module("jobs.acceptance", "efa-bandwidth", "--outputs", str(dev_path), "--dryrun")
     assert result.returncode == 2 and "needs two or more EFA nodes" in result.stderr
 
@@ -128,7 +132,7 @@ def test_a_stack_with_both_kinds_shares_one_node_image_and_passes_the_topology_a
         {"name": "steady", "instanceType": "trn1n.32xlarge", "minSize": 2, "desiredSize": 2, "maxSize": 4},
         {"name": "burst", "instanceType": "trn1n.32xlarge", "provisioning": "karpenter", "maxSize": 4},
     ]
-    plan = evaluate("prod", trainiumNodeGroups=groups)
+    plan = evaluate("prod", trainiumNodeGroups=groups, teams=[], **offering("trn1n.32xlarge"))
     assert plan.outputs["trainiumNodeGroupScaling"] == {
         "steady": {"provisioning": "managed"},
         "burst": {"provisioning": "karpenter", "idleMinutes": 30},
@@ -139,5 +143,5 @@ def test_a_stack_with_both_kinds_shares_one_node_image_and_passes_the_topology_a
 
 
 def test_preflight_check_passes_every_shipped_stack_with_its_elastic_pools():
-    result = run_preflight("check", "dev", "staging")
+    result = run_preflight("check", *ELASTIC_STACKS)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -1,4 +1,5 @@
-"""The launcher and acceptance jobs, built from a stack's outputs alone (the staging and dev plans)."""
+"""The launcher and acceptance jobs, built from a stack's outputs alone: the shipped stacks' (what is expected derived
+from their outputs), and fixture stacks' where a test needs a kind of node group."""
 
 from __future__ import annotations
 
@@ -11,26 +12,44 @@ import sys
 import jsonschema
 import kubernetes_validate
 import pytest
-from support import evaluate, run_preflight
+from support import STACKS, evaluate, one_group, run_preflight
 
 from jobs import launch
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import catalog, layout
 from trainium_eks.contract import ContractError, PlatformContract
 
+pytestmark = pytest.mark.stacks
+
+# A fixture stack: one elastic group of two trn1.32xlarge (EFA), as the reference tutorial runs.
+TWO_EFA_NODES = one_group("trn1.32xlarge")
+# A fixture stack: one elastic group of trn1.2xlarge (no EFA).
+NO_EFA = one_group("trn1.2xlarge")
+
 
 @functools.cache
-def _outputs(stack: str) -> str:
-    return json.dumps(evaluate(stack).outputs)
+def _cached_outputs(stack: str, overrides: str) -> str:
+    return json.dumps(evaluate(stack, **json.loads(overrides)).outputs)
 
 
-def outputs_file(tmp_path, stack: str = "staging", edit=None):
-    outputs = json.loads(_outputs(stack))
+def _outputs(stack: str, **overrides) -> str:
+    return _cached_outputs(stack, json.dumps(overrides, sort_keys=True))
+
+
+def outputs_file(tmp_path, stack: str = "staging", edit=None, **overrides):
+    outputs = json.loads(_outputs(stack, **overrides))
     if edit:
         edit(outputs)
     path = tmp_path / f"{stack}-outputs.json"
     path.write_text(json.dumps(outputs))
     return path, outputs
+
+
+def default_nodes(outputs: dict) -> int:
+    """The nodes a job takes when it does not say: 2, or fewer if the first group holds fewer (README "Launch")."""
+    group = outputs["trainiumNodeGroups"][0]
+    elastic = outputs["trainiumNodeGroupScaling"][group["name"]]["provisioning"] == "karpenter"
+    return min(2, int(group["maxSize"] if elastic else group["desiredSize"]))
 
 
 def launch_json(*args):
@@ -97,21 +116,23 @@ def test_dryrun_prints_the_volcano_job_the_stack_describes(tmp_path, precompile)
     assert (job["apiVersion"], job["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
     assert job["spec"]["queue"] == outputs["volcanoQueues"][0]["name"]
     assert job["metadata"]["namespace"] == outputs["jobNamespace"]
-    assert len(job["spec"]["tasks"]) == 2
+    nodes = default_nodes(outputs)
+    assert len(job["spec"]["tasks"]) == nodes
     for template in pod_templates(job):
         pod = template["spec"]
         (container,) = pod["containers"]
         command = container["command"]
         assert (command[0] == "neuron_parallel_compile") is precompile
         assert f"--rdzv_endpoint={outputs['etcdEndpoint']}" in command and "--rdzv_backend=etcd-v2" in command
-        assert "--nproc_per_node=32" in command and "--nnodes=2" in command and "--max-restarts=3" in command
+        assert f"--nproc_per_node={spec.neuron_cores}" in command and f"--nnodes={nodes}" in command
+        assert "--max-restarts=3" in command
         assert ("--steps-this-run" in command) is precompile
         limits, requests = container["resources"]["limits"], container["resources"]["requests"]
         assert limits[layout.NEURON_DEVICE_RESOURCE] == str(spec.neuron_devices)
-        assert limits[layout.EFA_RESOURCE] == str(spec.max_efa_interfaces)
+        assert limits.get(layout.EFA_RESOURCE) == (str(spec.max_efa_interfaces) if spec.supports_efa else None)
         # Volcano checks the queue's capability against requests: devices are requested, not only limited.
         assert requests[layout.NEURON_DEVICE_RESOURCE] == limits[layout.NEURON_DEVICE_RESOURCE]
-        assert requests[layout.EFA_RESOURCE] == limits[layout.EFA_RESOURCE]
+        assert requests.get(layout.EFA_RESOURCE) == limits.get(layout.EFA_RESOURCE)
         claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v]
         assert claims == [outputs["fsxClaimName"]]
         assert any(m["mountPath"] == outputs["fsxMountPath"] for m in container["volumeMounts"])
@@ -121,20 +142,19 @@ def test_dryrun_prints_the_volcano_job_the_stack_describes(tmp_path, precompile)
         ]
         assert pod["nodeSelector"]["trainium-eks/node-group"] == group["name"]
         env = {e["name"]: e.get("value") for e in container["env"]}
-        assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1" and env["FI_EFA_FORK_SAFE"] == "1"
+        efa = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"} if spec.supports_efa else {}
+        assert {key: env[key] for key in env if key.startswith("FI_")} == efa
         assert env["XLA_DOWNCAST_BF16"] == "1" and env["NEURON_RT_RESET_CORES"] == "1" and env["CCOM_SOCKET_IFNAME"] == "eth0"
         assert env["NEURON_CC_FLAGS"].startswith(f"--cache_dir={outputs['neuronCompileCachePath']}/")
         assert container["image"].startswith(outputs["ecrRepositoryUrl"] + ":")
         assert_valid_pod(template)
 
 
-@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+@pytest.mark.parametrize("stack", STACKS)
 def test_the_default_job_launches_on_every_stack(tmp_path, stack):
     path, outputs = outputs_file(tmp_path, stack)
     job = launch_json("--outputs", str(path), "--dryrun", "--json")
-    group = outputs["trainiumNodeGroups"][0]
-    elastic = outputs["trainiumNodeGroupScaling"][group["name"]]["provisioning"] == "karpenter"
-    assert len(job["spec"]["tasks"]) == min(2, group["maxSize"] if elastic else group["desiredSize"])
+    assert len(job["spec"]["tasks"]) == default_nodes(outputs)
 
 
 def test_a_failed_or_evicted_pod_restarts_the_job_in_a_new_rendezvous(tmp_path):
@@ -156,7 +176,7 @@ def test_a_failed_or_evicted_pod_restarts_the_job_in_a_new_rendezvous(tmp_path):
 def test_precompile_and_training_share_a_compile_cache_whatever_their_names(tmp_path):
     """The README's step 4 precompiles, then trains: both must read and write one cache, default names or not, and a
     change to what shapes the graphs must get another."""
-    path, outputs = outputs_file(tmp_path)
+    path, outputs = outputs_file(tmp_path, **TWO_EFA_NODES)
 
     def cache(*args):
         job = launch_json("--outputs", str(path), "--dryrun", "--json", *args)
@@ -176,18 +196,20 @@ def test_precompile_and_training_share_a_compile_cache_whatever_their_names(tmp_
 
 
 def test_the_launcher_prints_the_cache_and_what_it_is_derived_from(tmp_path):
-    path, _ = outputs_file(tmp_path)
+    path, outputs = outputs_file(tmp_path)
     result = run_module("jobs.launch", "--outputs", str(path), "--dryrun", "--json")
     assert result.returncode == 0 and json.loads(result.stdout)  # stdout stays the job alone
     (line,) = result.stderr.splitlines()
-    assert line.startswith("compile cache /data/neuron-compile-cache/bert-large-")
-    assert all(word in line for word in ("batchSize 16", "bf16 True", "worldSize 64", "trn1.32xlarge", "seqlen128"))
-    bad = run_module("jobs.launch", "--outputs", str(path), "--dryrun", "--", "--data-dir", "/d")
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--output-dir" in bad.stderr
+    assert line.startswith(f"compile cache {outputs['neuronCompileCachePath']}/bert-large-")
+    instance_type = outputs["trainiumNodeGroups"][0]["instanceType"]
+    world_size = default_nodes(outputs) * catalog.INSTANCE_TYPES[instance_type].neuron_cores
+    assert all(word in line for word in ("batchSize 16", "bf16 True", f"worldSize {world_size}", instance_type, "seqlen128"))
+    bad = run_module("jobs.launch", "--outputs", str(path), "--dryrun", "--", "--batch-size", "two")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--batch-size" in bad.stderr
 
 
 def test_a_single_trn1_2xlarge_runs_without_efa(tmp_path):
-    path, outputs = outputs_file(tmp_path, "dev")
+    path, _ = outputs_file(tmp_path, "dev", **NO_EFA)
     job = launch_json("--outputs", str(path), "--dryrun", "--json", "--nodes", "1")
     (template,) = pod_templates(job)
     container = template["spec"]["containers"][0]
@@ -206,7 +228,7 @@ def test_a_single_trn1_2xlarge_runs_without_efa(tmp_path):
     ],
 )
 def test_bad_requests_exit_2_with_one_line(tmp_path, args, words):
-    path, _ = outputs_file(tmp_path)
+    path, _ = outputs_file(tmp_path, **TWO_EFA_NODES)
     result = run_module("jobs.launch", "--outputs", str(path), "--dryrun", *args)
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and words in result.stderr

@@ -11,6 +11,9 @@ from support import kubernetes_objects, manifest, settings
 
 # Built-in kinds are checked strictly (unknown or misspelt fields fail); Volcano's Queue is a CRD, checked against
 # the fields of scheduling.volcano.sh/v1beta1 Queue that the platform sets (Volcano 1.15 CRD).
+
+pytestmark = pytest.mark.stacks
+
 QUEUE_SCHEMA = {
     "type": "object",
     "required": ["apiVersion", "kind", "metadata", "spec"],

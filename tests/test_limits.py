@@ -1,4 +1,6 @@
-"""Limits that hold: node counts the subnets' addresses cannot carry, lists longer than EKS takes, values the CLI would
+"""Limits that hold: node counts the subnets' addresses cannot carry (counted as the VPC CNI takes them), a file system
+beyond the account's quota, an image size no node holds, a reservation given to two groups (and billed twice), the
+launcher's and the first-step estimate's node counts, README's scaling example, lists longer than EKS takes, values the CLI would
 read otherwise (a boolean spelling, a null, a control character in a tag), a key given twice, a policy config that
 names no policy or is missing, and stack outputs the job tools cannot use. Each is one line naming the key and the
 fix, exit status 2 where a command reads it."""
@@ -7,19 +9,22 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
+import re
 
 import pytest
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from support import cached_plan, node_group_config, run_preflight, settings
+from support import cached_plan, evaluate, node_group_config, run_preflight, settings, stack_copy
 from test_jobs import outputs_file, run_module
 from test_preflight_bad_input import MINIMAL_PLAN, one_line
 
-from preflight import check
-from trainium_eks import catalog
+from preflight import analysis, check, stackfile
+from trainium_eks import catalog, cost
 from trainium_eks.config import ConfigError, parse
 from trainium_eks.contract import ContractError, PlatformContract
+from trainium_eks.graph import Graph
 
 POOL = {"name": "trn1-32xl", "instanceType": "trn1.32xlarge", "provisioning": "karpenter"}
 
@@ -38,18 +43,27 @@ def trainium_subnet_addresses(vpc_cidr: str) -> int:
     return subnet.num_addresses - 5
 
 
-def least_per_node(instance_type: str) -> int:
-    """On an EFA-only layout the primary ENA interface alone has an address; the training pod takes one more."""
-    assert catalog.INSTANCE_TYPES[instance_type].efa_only_interfaces
-    return 1 + 1
+def running_node(instance_type: str) -> int:
+    """What a running node of an EFA-only layout takes: the VPC CNI's interface for its pods and its warm one, every
+    address of both (the EFA-only interfaces have none)."""
+    spec = catalog.INSTANCE_TYPES[instance_type]
+    assert spec.efa_only_interfaces
+    return 2 * spec.ipv4_per_interface
 
 
 # ---- addresses --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("instance_type", [t for t, spec in catalog.INSTANCE_TYPES.items() if spec.max_pods])
+def test_the_cni_limits_give_the_eks_ami_max_pods(instance_type):
+    """eni-max-pods.txt is the CNI's interfaces x (addresses - 1) + 2: the two tables the catalog cites agree."""
+    spec = catalog.INSTANCE_TYPES[instance_type]
+    assert spec.cni_interfaces * (spec.ipv4_per_interface - 1) + catalog.HOST_NETWORK_PODS == spec.max_pods
+
+
 @pytest.mark.parametrize("vpc_cidr", ["10.0.0.0/20", "10.0.0.0/16"])
-def test_a_pool_fits_its_subnet_up_to_the_last_node(vpc_cidr):
-    fitting = trainium_subnet_addresses(vpc_cidr) // least_per_node("trn1.32xlarge")
+def test_a_pool_fits_its_subnet_up_to_the_last_running_node(vpc_cidr):
+    fitting = trainium_subnet_addresses(vpc_cidr) // running_node("trn1.32xlarge")
     accepted = parse(
         settings("staging", teams=[], vpcCidr=vpc_cidr, trainiumNodeGroups=[{**POOL, "maxSize": fitting}]).config, stack="staging"
     )
@@ -60,15 +74,15 @@ def test_a_pool_fits_its_subnet_up_to_the_last_node(vpc_cidr):
     assert ("widen vpcCidr" in message) is (vpc_cidr != "10.0.0.0/16")  # a /16 is as wide as a VPC gets here
 
 
-def test_absurd_counts_are_refused_by_the_same_arithmetic():
+def test_thousands_of_nodes_are_refused_where_two_addresses_a_node_passed():
+    message = refusal(trainiumNodeGroups=[{**POOL, "maxSize": 4000}])
+    assert message.startswith("trainium-eks:trainiumNodeGroups[0].maxSize:") and "warm" in message
     assert "maxSize" in refusal(trainiumNodeGroups=[{**POOL, "maxSize": 10**23}]).split(": ")[0]
-    message = refusal(vpcCidr="10.0.0.0/20", trainiumNodeGroups=[{**POOL, "maxSize": 5000}])
-    assert "a /23 of vpcCidr 10.0.0.0/20" in message
     assert refusal(systemNodeMaxSize=100000).startswith("trainium-eks:systemNodeMaxSize:")
 
 
 def test_two_groups_share_the_subnet():
-    half = trainium_subnet_addresses("10.0.0.0/20") // least_per_node("trn1.32xlarge") // 2 + 1
+    half = trainium_subnet_addresses("10.0.0.0/20") // running_node("trn1.32xlarge") // 2 + 1
     groups = [node_group_config(f"trn1-{i}", "trn1.32xlarge", size=half) for i in range(2)]
     message = refusal(vpcCidr="10.0.0.0/20", trainiumNodeGroups=groups)
     assert message.startswith("trainium-eks:trainiumNodeGroups[1].maxSize:") and "with the groups before it" in message
@@ -76,8 +90,8 @@ def test_two_groups_share_the_subnet():
 
 @hypothesis_settings(max_examples=40, deadline=None)
 @given(st.integers(1, 10**30))
-def test_any_pool_size_is_accepted_exactly_when_it_fits(max_size):
-    fits = max_size * least_per_node("trn1.32xlarge") <= trainium_subnet_addresses("10.0.0.0/20")
+def test_any_pool_size_is_accepted_exactly_when_its_running_nodes_fit(max_size):
+    fits = max_size * running_node("trn1.32xlarge") <= trainium_subnet_addresses("10.0.0.0/20")
     raw = settings("staging", teams=[], vpcCidr="10.0.0.0/20", trainiumNodeGroups=[{**POOL, "maxSize": max_size}]).config
     if fits:
         parse(raw, stack="staging")
@@ -86,11 +100,116 @@ def test_any_pool_size_is_accepted_exactly_when_it_fits(max_size):
             parse(raw, stack="staging")
 
 
-def test_plan_prints_what_a_crowded_node_takes():
-    result = run_preflight("plan", "staging")
-    assert result.returncode == 0, result.stderr
+def test_plan_prints_what_the_rule_counts_and_warns_when_crowded_nodes_would_not_fit(tmp_path):
+    subnet = trainium_subnet_addresses("10.0.0.0/20")
     spec = catalog.INSTANCE_TYPES["trn1.32xlarge"]
-    assert f"up to {1 + spec.max_pods - catalog.HOST_NETWORK_PODS} with its pods" in result.stdout
+    size = subnet // running_node("trn1.32xlarge")  # the most the rule accepts; crowded, they need more than the subnet
+    assert size * spec.node_addresses(0, crowded=True) > subnet
+
+    def edit(config):
+        config["trainium-eks:vpcCidr"] = "10.0.0.0/20"
+        config["trainium-eks:teams"] = []
+        config["trainium-eks:trainiumNodeGroups"] = [{**POOL, "maxSize": size}]
+
+    result = run_preflight("plan", "staging", "--stack-file", stack_copy(tmp_path, "staging", edit))
+    assert result.returncode == 0, result.stderr
+    assert f"({subnet:,} usable)" in result.stdout
+    assert f"{running_node('trn1.32xlarge')} per running trn1.32xlarge node" in result.stdout
+    assert (
+        f"{size * running_node('trn1.32xlarge'):,} to {size * spec.node_addresses(0, crowded=True):,} at maxSize" in result.stdout
+    )
+    assert "pods past what a running node holds may wait for an address" in result.stdout
+
+
+# ---- the file system --------------------------------------------------------------------------------------------
+
+
+def test_a_file_system_beyond_the_accounts_default_quota_is_refused():
+    region = settings("staging").config["aws:region"]
+    quota = catalog.FSX_LUSTRE_STORAGE_QUOTA_GIB[region]
+    largest = quota - quota % 2400
+    storage = {"fsxDeploymentType": "PERSISTENT_2", "fsxThroughputPerTiB": 125}
+    assert parse(settings("staging", teams=[], fsxStorageCapacityGiB=largest, **storage).config, stack="staging")
+    for capacity in (largest + 2400, 240_000_000):
+        message = refusal(fsxStorageCapacityGiB=capacity, **storage)
+        assert message.startswith("trainium-eks:fsxStorageCapacityGiB:") and f"{quota:,} GiB" in message
+        assert f"use at most {largest:,} GiB" in message
+
+
+# ---- the image size of the first-step estimate ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", ["1e308", "inf", "nan", "0", "-1", "8000", "ten"])
+def test_an_image_size_no_node_can_hold_is_refused_in_one_line(size):
+    one_line(run_preflight("plan", "dev", "--image-gib", size), "--image-gib", "is not an image size")
+
+
+def test_a_plausible_image_size_is_counted_in_dollars_and_minutes():
+    result = run_preflight("plan", "dev", "--json", "--image-gib", "25")
+    assert result.returncode == 0, result.stderr
+    pulls = [t for step in json.loads(result.stdout)["firstStep"] for t in step["terms"] if "image pull" in t["what"]]
+    assert pulls and all(t["minutes"] and math.isfinite(t["minutes"]) and "inf" not in t["source"] for t in pulls)
+
+
+# ---- capacity reservations --------------------------------------------------------------------------------------
+
+RESERVATION = {"type": "odcr", "id": "cr-0123456789abcdef0", "instanceCount": 2}
+
+
+def reserved_groups(*ids: str) -> list[dict]:
+    az = settings("staging").config["trainium-eks:trainiumAzId"]
+    return [
+        node_group_config(f"trn1-{i}", "trn1.32xlarge", size=1, capacityReservation={**RESERVATION, "id": cr, "azId": az})
+        for i, cr in enumerate(ids)
+    ]
+
+
+def test_a_reservation_serves_one_group():
+    message = refusal(trainiumNodeGroups=reserved_groups("cr-0123456789abcdef0", "cr-0123456789abcdef0"))
+    assert message.startswith("trainium-eks:trainiumNodeGroups[1].capacityReservation.id:") and "trn1-0" in message
+
+
+def test_a_reservation_two_groups_name_is_billed_once():
+    plan = evaluate("staging", teams=[], trainiumNodeGroups=reserved_groups("cr-0123456789abcdef0", "cr-0fedcba9876543210"))
+    region = settings("staging").config["aws:region"]
+    separate = cost.estimate(Graph.from_records(plan.to_json()["resources"]), region)
+    shared = plan.to_json()
+    for resource in shared["resources"]:  # a hand-edited plan: the second group's template names the first reservation
+        target = (resource["inputs"].get("capacityReservationSpecification") or {}).get("capacityReservationTarget")
+        if target and target.get("capacityReservationId") == "cr-0fedcba9876543210":
+            target["capacityReservationId"] = "cr-0123456789abcdef0"
+    once = cost.estimate(Graph.from_records(shared["resources"]), region)
+    per_reservation = RESERVATION["instanceCount"] * catalog.INSTANCE_TYPES["trn1.32xlarge"].price(region)
+    assert separate.hourly_usd - once.hourly_usd == pytest.approx(per_reservation)
+    assert any("billed with the group before" in line.description for line in once.lines)
+
+
+# ---- one node count for the launcher and the first-step estimate -----------------------------------------------
+
+
+def test_the_first_step_counts_the_nodes_the_launcher_lets_a_job_take():
+    groups = [node_group_config("trn1n", "trn1n.32xlarge", size=2) | {"maxSize": 6}]
+    plan = analysis.annotate(evaluate("prod", trainiumNodeGroups=groups).to_json())
+    contract = PlatformContract.from_outputs(plan["outputs"])
+    (step,) = plan["firstStep"]
+    assert step["nodes"] == contract.node_ceiling(contract.node_groups[0]) == 2
+
+
+# ---- README "Scaling" -------------------------------------------------------------------------------------------
+
+
+def test_the_readme_scaling_example_passes_the_packs_or_says_which_policy_it_meets():
+    text = (stackfile.REPO_ROOT / "README.md").read_text()
+    section = text[text.index("### Scaling") : text.index("### How elastic capacity")]
+    stack, desired = re.search(r"run (\w+)'s `[\w-]+` group.*?`desiredSize: (\d+)`", section, re.S).groups()
+    groups = stackfile.load(stack).config["trainium-eks:trainiumNodeGroups"]
+    edited = [
+        {**g, "desiredSize": int(desired)} if g.get("provisioning", "managed") == "managed" else g for g in json.loads(groups)
+    ]
+    plan = analysis.annotate(evaluate(stack, trainiumNodeGroups=edited).to_json())
+    result = check.check_plan(plan, check.load_policy_config(stack), stack)
+    assert all(f"`{v.policy}`" in section for v in result.mandatory), [v.message for v in result.mandatory]
+    assert int(desired) <= max(g["maxSize"] for g in json.loads(groups))
 
 
 # ---- what EKS and the CLI take ----------------------------------------------------------------------------------

@@ -3,21 +3,26 @@ agent can assume, keep its logs for a bounded time, and chart a training run; de
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
-from support import evaluate, one
+from support import STACKS, evaluate, one, platform, settings
 
 from components import monitoring
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import catalog, versions
+
+pytestmark = pytest.mark.stacks
 
 ADDON = "aws:eks/addon:Addon"
 ROLE = "aws:iam/role:Role"
 ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 DASHBOARD = "aws:cloudwatch/dashboard:Dashboard"
-MONITORED = ("staging", "prod")
+# The stacks with the CloudWatch Observability add-on, and those without it.
+MONITORED = [stack for stack in STACKS if platform(stack).monitoring.cloudwatch_observability]
+UNMONITORED = [stack for stack in STACKS if stack not in MONITORED]
 AGENT_ROLE_DESCRIPTION = f"{versions.CLOUDWATCH_OBSERVABILITY_ADDON} add-on"
 # The Trainium types the add-on runs neuron-monitor on: the node affinity of neuronMonitor in the
 # amazon-cloudwatch-observability chart's values.yaml (aws-observability/helm-charts, chart 6.4.0).
@@ -36,6 +41,12 @@ ADDON_NEURON_MONITOR_TRAINIUM_TYPES = {
 def container_insights_log_groups(plan) -> list:
     """The log groups the add-on writes (the deploy runner keeps a log group of its own)."""
     return [g for g in plan.find(LOG_GROUP) if g.inputs["name"].startswith("/aws/containerinsights/")]
+
+
+@functools.cache
+def with_addon(stack: str):
+    """``stack`` as a fixture with the CloudWatch Observability add-on, whatever its shipped file says."""
+    return evaluate(stack, cloudWatchObservability=True)
 
 
 def cloudwatch_addon(plan):
@@ -80,8 +91,8 @@ def test_the_addon_runs_on_a_role_that_only_its_agent_can_assume(plans, stack):
     assert attached == {"arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy"}
 
 
-def test_the_addon_collects_neuron_and_efa_metrics_and_instruments_no_workload(plans):
-    configuration = json.loads(cloudwatch_addon(plans["staging"]).inputs["configurationValues"])
+def test_the_addon_collects_neuron_and_efa_metrics_and_instruments_no_workload():
+    configuration = json.loads(cloudwatch_addon(with_addon("staging")).inputs["configurationValues"])
     collected = configuration["agent"]["config"]["logs"]["metrics_collected"]
     # Container Insights with enhanced observability, with the Neuron and EFA metrics the dashboard and alarms read
     assert collected == {"kubernetes": {"enhanced_container_insights": True, "accelerated_compute_metrics": True}}
@@ -89,8 +100,8 @@ def test_the_addon_collects_neuron_and_efa_metrics_and_instruments_no_workload(p
     assert configuration["manager"]["applicationSignals"]["autoMonitor"]["monitorAllServices"] is False
 
 
-def test_the_addon_waits_for_the_system_nodes_and_for_its_log_groups(plans):
-    plan = plans["staging"]
+def test_the_addon_waits_for_the_system_nodes_and_for_its_log_groups():
+    plan = with_addon("staging")
     addon = cloudwatch_addon(plan)
     system = one([n for n in plan.find("aws:eks/nodeGroup:NodeGroup") if n.inputs["nodeGroupName"].endswith("-system")])
     assert system.urn in addon.dependencies
@@ -103,7 +114,7 @@ def test_every_log_group_the_addon_writes_exists_first_and_expires(plans, stack)
     groups = {g.inputs["name"]: g.inputs["retentionInDays"] for g in container_insights_log_groups(plan)}
     cluster = plan.outputs["clusterName"]
     assert set(groups) == {f"/aws/containerinsights/{cluster}/{kind}" for kind in monitoring.LOG_GROUPS}
-    retention = {"staging": 30, "prod": 90}[stack]  # the default, and prod's own setting
+    retention = int(settings(stack).config["trainium-eks:cloudWatchLogRetentionDays"])  # the stack's, or the default
     assert set(groups.values()) == {retention}
 
 
@@ -112,18 +123,18 @@ def test_log_retention_follows_the_config():
     assert {g.inputs["retentionInDays"] for g in container_insights_log_groups(plan)} == {7}
 
 
-def test_dev_leaves_container_insights_out_and_says_so(plans):
-    plan = plans["dev"]
+@pytest.mark.parametrize("stack", UNMONITORED)
+def test_a_stack_without_the_addon_leaves_container_insights_out(plans, stack):
+    plan = plans[stack]
     assert not [a for a in plan.find(ADDON) if a.inputs["addonName"] == versions.CLOUDWATCH_OBSERVABILITY_ADDON]
     assert not container_insights_log_groups(plan)
     for kind in (DASHBOARD, "aws:cloudwatch/metricAlarm:MetricAlarm"):
         assert not plan.find(kind), kind
     assert not [r for r in plan.find(ROLE) if r.inputs.get("description") == AGENT_ROLE_DESCRIPTION]
-    assert "No CloudWatch Observability add-on" in (REPO_ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
 
 
-def test_the_dashboard_charts_what_a_training_run_is_watched_by(plans):
-    plan = plans["staging"]
+def test_the_dashboard_charts_what_a_training_run_is_watched_by():
+    plan = with_addon("staging")
     widgets = dashboard(plan)["widgets"]
     charted = {metric for w in widgets for _, metric, _, _ in series(w)}
     for metric in (
@@ -139,8 +150,8 @@ def test_the_dashboard_charts_what_a_training_run_is_watched_by(plans):
         assert metric in charted
 
 
-def test_the_dashboard_reads_this_stacks_cluster_file_system_and_etcd(plans):
-    plan = plans["staging"]
+def test_the_dashboard_reads_this_stacks_cluster_file_system_and_etcd():
+    plan = with_addon("staging")
     outputs = plan.outputs
     for widget in dashboard(plan)["widgets"]:
         assert widget["properties"]["region"] == outputs["region"]
@@ -156,9 +167,9 @@ def test_the_dashboard_reads_this_stacks_cluster_file_system_and_etcd(plans):
                 assert outputs["etcdEndpoint"].startswith(dimensions["Service"] + ".")
 
 
-def test_the_dashboard_widgets_fit_the_grid_without_overlapping(plans):
+def test_the_dashboard_widgets_fit_the_grid_without_overlapping():
     cells = set()
-    for widget in dashboard(plans["prod"])["widgets"]:
+    for widget in dashboard(with_addon("prod"))["widgets"]:
         assert widget["x"] >= 0 and widget["x"] + widget["width"] <= 24  # CloudWatch dashboards are 24 columns wide
         cells_of = {
             (x, y)
@@ -176,10 +187,10 @@ def test_turning_the_addon_off_removes_it_with_its_role_and_dashboard():
     assert not [r for r in plan.find(ROLE) if r.inputs.get("description") == AGENT_ROLE_DESCRIPTION]
 
 
-def test_the_readme_says_where_each_charted_metric_is_watched(plans):
+def test_the_readme_says_where_each_charted_metric_is_watched():
     readme = (REPO_ROOT / "README.md").read_text()
     section = readme[readme.index("**5. Monitor.**") : readme.index("**6. Scale**")]
-    for widget in dashboard(plans["staging"])["widgets"]:
+    for widget in dashboard(with_addon("staging"))["widgets"]:
         assert widget["properties"]["title"].split(" (")[0] in section, widget["properties"]["title"]
         for _, metric, _, _ in series(widget):
             assert f"`{metric}`" in section, metric

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 
 import pytest
-from support import STACKS, evaluate, one, settings
+from support import STACKS, evaluate, one, platform, settings
 
 from components.network import DeployTimeCheckError, subnet_cidrs
 from preflight.mocks import PlatformMocks
+
+pytestmark = pytest.mark.stacks
 
 SUBNET = "aws:ec2/subnet:Subnet"
 NAT = "aws:ec2/natGateway:NatGateway"
@@ -69,7 +72,9 @@ class NothingOffered(PlatformMocks):
 
 
 def test_deploy_time_offering_check_fails_with_a_clear_message():
-    with pytest.raises(DeployTimeCheckError, match=r"trainiumAzId: EC2 reports no offering of trn1.32xlarge in use1-az6"):
+    config = platform("staging")
+    offered = f"{config.trainium_node_groups[0].instance_type} in {config.network.trainium_az_id}"
+    with pytest.raises(DeployTimeCheckError, match=re.escape(f"trainiumAzId: EC2 reports no offering of {offered}")):
         evaluate("staging", mocks_factory=NothingOffered)
 
 
@@ -80,15 +85,21 @@ EXISTING = {
 }
 
 
+def one_group_of(stack: str, **group) -> dict:
+    """Overrides that give ``stack`` one group of its own Trainium type, and no teams."""
+    instance_type = platform(stack).trainium_node_groups[0].instance_type
+    return {"trainiumNodeGroups": [{"name": "trn", "instanceType": instance_type, **group}], "teams": []}
+
+
 def test_existing_vpc_is_adopted_not_created():
-    plan = evaluate("staging", **EXISTING)
+    plan = evaluate("staging", **EXISTING, **one_group_of("staging", provisioning="karpenter", maxSize=2))
     assert not plan.find("aws:ec2/vpc:Vpc") and not plan.find(SUBNET) and not plan.find(NAT)
     assert not plan.find(ENDPOINT), "an adopted VPC's endpoints are its owner's: private DNS names cannot be taken twice"
     assert plan.outputs["vpcId"] == EXISTING["existingVpcId"]
     assert plan.outputs["trainiumSubnetId"] == EXISTING["existingTrainiumSubnetId"]
-    node_class = one(plan.find("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"))  # staging's pool is elastic
+    node_class = one(plan.find("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"))
     assert node_class.inputs["spec"]["subnetSelectorTerms"] == [{"id": EXISTING["existingTrainiumSubnetId"]}]
-    managed = evaluate("prod", **EXISTING)
+    managed = evaluate("prod", **EXISTING, **one_group_of("prod", minSize=2, desiredSize=2, maxSize=2))
     ng = one([r for r in managed.find("aws:eks/nodeGroup:NodeGroup") if r.inputs["amiType"] == "AL2023_x86_64_NEURON"])
     assert ng.inputs["subnetIds"] == [EXISTING["existingTrainiumSubnetId"]]
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import STACKS, evaluate, settings
+from support import STACKS, evaluate, platform, settings
 
 from trainium_eks import catalog, versions
 from trainium_eks.contract import CONTRACT_VERSION, KEYS, OPTIONAL_KEYS, PlatformContract
 
 # Contract 1.x: consumers may rely on every one of these keys. Removing or renaming one needs a major bump.
+
+pytestmark = pytest.mark.stacks
+
 CONTRACT_1 = {
     "contractVersion",
     "environment",
@@ -45,10 +48,10 @@ CONTRACT_1 = {
 def test_contract_keys_are_stable(stack_plan):
     assert CONTRACT_VERSION.split(".")[0] == "1"
     assert set(stack_plan.outputs) >= CONTRACT_1, "a 1.0.0 key was renamed or removed without a major version bump"
-    # apiAccess is published where the endpoint is private only (prod), the one way in from a workstation.
-    private = stack_plan.outputs["clusterEndpoint"] and "apiAccess" in stack_plan.outputs
+    # apiAccess is published where the endpoint is private only, the one way in from a workstation.
+    private = not platform(stack_plan.stack).cluster.endpoint_public_access
     assert set(stack_plan.outputs) == set(KEYS) - (set() if private else OPTIONAL_KEYS)
-    assert private == (stack_plan.stack == "prod")
+    assert private == ("apiAccess" in stack_plan.outputs)
     assert stack_plan.outputs["contractVersion"] == CONTRACT_VERSION
     assert PlatformContract.from_outputs(stack_plan.outputs).cluster_name == stack_plan.outputs["clusterName"]
 

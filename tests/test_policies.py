@@ -1,4 +1,5 @@
-"""Policy packs: every stack passes; every policy catches a minimal mutation of a real stack's plan.
+"""Policy packs: every shipped stack passes (marker ``stacks``); every policy catches a minimal mutation of a fixture
+stack's plan (tests/fixture_stacks: copies of the shipped stacks that a user's edits do not reach).
 
 The mutation cases are one table keyed by policy name (``tests/policy_mutations.py``, with
 ``tests/elastic_mutations.py``, ``tests/deploy_path_mutations.py`` and ``tests/team_mutations.py``), and its keys are
@@ -16,8 +17,9 @@ import yaml
 from deploy_path_mutations import ACCESS_PATH_CASES, DEPLOY_PATH_CASES
 from elastic_mutations import ELASTIC_CASES, SPARED_ELASTIC
 from first_step_mutations import FIRST_STEP_CASES, SPARED_FIRST_STEP
+from limits_mutations import LIMITS_CASES
 from policy_mutations import MANAGED_GROUP_AND_PLATFORM_CASES, SPARED_MANAGED, Case, plan_of, resource, trainium_node_group
-from support import STACKS, cached_plan
+from support import FIXTURE_STACKS, STACKS, cached_plan
 from team_mutations import TEAM_CASES
 from upgrade_mutations import UPGRADE_CASES
 
@@ -45,12 +47,19 @@ MUTATIONS = merged(
     TEAM_CASES,
     UPGRADE_CASES,
     FIRST_STEP_CASES,
+    LIMITS_CASES,
 )
 SPARED = merged(SPARED_MANAGED, SPARED_ELASTIC, SPARED_FIRST_STEP)
 
 
+def fixture_policy_config(stack: str) -> dict:
+    """The policy config of the fixture stack named ``stack`` (tests/fixture_stacks)."""
+    return check.load_policy_config(stack, FIXTURE_STACKS / "policy-config" / f"{stack}.json")
+
+
 def findings(plan: dict, config: dict | None = None) -> check.CheckResult:
-    policy_config = check.load_policy_config(plan["stack"]) if config is None else config
+    """The packs' findings on ``plan``: a fixture stack's (``plan_of``) with its policy config unless ``config`` is given."""
+    policy_config = fixture_policy_config(plan["stack"]) if config is None else config
     return check.check_plan(plan, policy_config, f"{plan['stack']}.json")
 
 
@@ -64,10 +73,11 @@ def _mutated(case: Case) -> dict:
     return plan
 
 
+@pytest.mark.stacks
 @pytest.mark.parametrize("preview", [False, True], ids=["update", "preview"])
 @pytest.mark.parametrize("stack", STACKS)
 def test_shipped_stacks_pass_every_policy(stack, preview):
-    result = findings(plan_of(stack, preview))
+    result = findings(cached_plan(stack, preview).to_json(), check.load_policy_config(stack))
     assert result.violations == [], [(v.policy, v.message) for v in result.violations]
 
 
@@ -132,6 +142,7 @@ def test_workflows_pair_every_pack_with_the_stack_config():
         assert len(configs) == len(packs) and all(c.startswith("policies/config/") for c in configs), workflow
 
 
+@pytest.mark.stacks
 def test_policy_config_files_are_valid_for_every_pack():
     for stack in STACKS:
         config = check.load_policy_config(stack)
@@ -158,13 +169,13 @@ def test_invalid_policy_config_is_rejected(config, words):
 def test_enforcement_levels_follow_the_config():
     plan = plan_of("prod")
     trainium_node_group(plan)["inputs"]["amiType"] = "AL2023_x86_64_STANDARD"
-    advisory = findings(plan, config={**check.load_policy_config("prod"), "trainium-neuron-ami": "advisory"}).violations
+    advisory = findings(plan, config={**fixture_policy_config("prod"), "trainium-neuron-ami": "advisory"}).violations
     assert [(v.policy, v.enforcement_level) for v in advisory] == [("trainium-neuron-ami", "advisory")]
     assert not findings(plan, config={"all": "disabled"}).violations
 
 
 def test_mutations_do_not_leak_into_the_shared_plans():
-    snapshot = copy.deepcopy(cached_plan("dev", False).to_json())
+    snapshot = copy.deepcopy(cached_plan("dev", False, fixture=True).to_json())
     for case in (c for cases in MUTATIONS.values() for c in cases if c.stack == "dev" and not c.overrides):
         _mutated(case)
-    assert cached_plan("dev", False).to_json() == snapshot, "a mutation edited the session's shared plan"
+    assert cached_plan("dev", False, fixture=True).to_json() == snapshot, "a mutation edited the session's shared plan"

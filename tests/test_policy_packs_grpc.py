@@ -17,6 +17,8 @@ from support import evaluate
 from policies.packs import PACKS, SECURITY_BASELINE
 from trainium_eks.sdk_internals import analyzer_pb2, analyzer_pb2_grpc
 
+pytestmark = pytest.mark.stacks
+
 
 @contextlib.contextmanager
 def served(pack):

@@ -11,7 +11,7 @@ import json
 import pytest
 from rule_graphs import expect, node
 
-from policies.rules import cost, scheduling, security
+from policies.rules import cost, iam, scheduling, security
 from policies.rules.network import internet_covered, parse_cidrs
 from trainium_eks.graph import UNKNOWN
 from trainium_eks.trainium_groups import LAUNCH_TEMPLATE, SECURITY_GROUP
@@ -161,12 +161,12 @@ OTHER_RESOURCE_RULES = {
         ("unknown", {"authenticationMode": UNKNOWN}),
     ],
     (security.authentication_mode_api, security.EKS_CLUSTER): [("api", {"accessConfig": {"authenticationMode": "API"}})],
-    (security.iam_no_wildcard_admin, IAM_POLICY): [
+    (iam.iam_no_wildcard_admin, IAM_POLICY): [
         ("admin", {"policy": json.dumps(ADMIN)}, "every action"),
         ("unknown", {"policy": UNKNOWN}),
         ("not-json", {"policy": "{"}),
     ],
-    (security.iam_no_wildcard_admin, security.IAM_ROLE): [("inline", {"inlinePolicies": [{"policy": ADMIN}]}, "every action")],
+    (iam.iam_no_wildcard_admin, iam.IAM_ROLE): [("inline", {"inlinePolicies": [{"policy": ADMIN}]}, "every action")],
     (security.ecr_immutable_scan_on_push, security.ECR): [
         ("defaults", {}, "mutable tags", "scan on push"),
         ("unknown", {"imageTagMutability": UNKNOWN, "imageScanningConfiguration": {"scanOnPush": True}}),

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
-from support import evaluate, one
+import pytest
+from support import evaluate, one, platform
 
 from trainium_eks import layout, versions
+
+pytestmark = pytest.mark.stacks
 
 
 def test_repository_is_immutable_scanned_and_kms_encrypted(stack_plan):
@@ -35,7 +38,7 @@ def test_protected_stacks_protect_stateful_resources(plans):
         "eks:index:Cluster",
     )
     for stack, plan in plans.items():
-        protect = stack == "prod"
+        protect = platform(stack).protect_stateful
         for type_ in stateful:
             for resource in plan.find(type_):
                 assert resource.protect is protect, (stack, resource.urn)

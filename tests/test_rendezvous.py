@@ -14,7 +14,12 @@ from support import STACKS, evaluate, one, settings
 from jobs.local_etcd import LocalEtcd
 from trainium_eks import config, layout, versions
 
-EXPECTED_MEMBERS = {"dev": 1, "staging": 3, "prod": 3}
+pytestmark = pytest.mark.stacks
+
+
+def configured_members(stack: str) -> int:
+    """etcdMembers as the stack file sets it (or Pulumi.yaml's default)."""
+    return int(settings(stack).config["trainium-eks:etcdMembers"])
 
 
 def etcd_parts(plan):
@@ -30,9 +35,9 @@ def flag(container: dict, name: str) -> str:
 
 def test_each_stack_runs_the_member_count_it_configures(stack_plan):
     statefulset, _, _ = etcd_parts(stack_plan)
-    assert statefulset.inputs["spec"]["replicas"] == EXPECTED_MEMBERS[stack_plan.stack]
+    assert statefulset.inputs["spec"]["replicas"] == configured_members(stack_plan.stack)
     (container,) = statefulset.inputs["spec"]["template"]["spec"]["containers"]
-    assert len(flag(container, "initial-cluster").split(",")) == EXPECTED_MEMBERS[stack_plan.stack]
+    assert len(flag(container, "initial-cluster").split(",")) == configured_members(stack_plan.stack)
 
 
 def test_etcd_is_pinned_3_5_with_the_v2_api(stack_plan):

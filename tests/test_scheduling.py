@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import yaml
-from support import evaluate, node_group_config, one
+from support import evaluate, node_group_config, offering, one
 
 from trainium_eks import catalog, layout, versions
+
+pytestmark = pytest.mark.stacks
 
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
 NG = "aws:eks/nodeGroup:NodeGroup"
@@ -66,8 +69,9 @@ def test_queue_shares_split_the_capacity():
 
 
 def test_scaling_a_node_group_resizes_the_queue():
-    small = evaluate("staging", trainiumNodeGroups=[node_group_config("trn1-32xl", "trn1.32xlarge", size=2)])
-    large = evaluate("staging", trainiumNodeGroups=[node_group_config("trn1-32xl", "trn1.32xlarge", size=4)])
+    fixture = {"volcanoQueues": [{"name": "trainium"}], "teams": [], **offering("trn1.32xlarge")}
+    small = evaluate("staging", trainiumNodeGroups=[node_group_config("trn1-32xl", "trn1.32xlarge", size=2)], **fixture)
+    large = evaluate("staging", trainiumNodeGroups=[node_group_config("trn1-32xl", "trn1.32xlarge", size=4)], **fixture)
     cap = lambda plan: one(plan.find(QUEUE, "trainium-scheduling-queue-trainium")).inputs["spec"]["capability"][  # noqa: E731
         layout.NEURON_DEVICE_RESOURCE
     ]

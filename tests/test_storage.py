@@ -7,10 +7,14 @@ import json
 import pytest
 from support import STACKS, evaluate, one, settings
 
-from trainium_eks import layout
+from components.storage import CLAIM_REQUEST
+from trainium_eks import layout, tokens
 
-FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
-SG = "aws:ec2/securityGroup:SecurityGroup"
+FSX = tokens.FSX_LUSTRE_FILE_SYSTEM
+SG = tokens.EC2_SECURITY_GROUP
+ASSOCIATION = tokens.FSX_DATA_REPOSITORY_ASSOCIATION
+
+pytestmark = pytest.mark.stacks  # each test derives what it expects from the stack it reads
 
 
 def lustre_group(plan):
@@ -61,11 +65,13 @@ def test_persistent_file_systems_get_a_kms_key_backups_a_final_backup_and_throug
 
 
 def test_data_repository_association_links_the_configured_bucket():
-    plan = evaluate("prod")
-    association = one(plan.find("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"))
-    assert association.inputs["dataRepositoryPath"] == settings("prod").config["trainium-eks:fsxDataRepositoryPath"]
-    assert association.inputs["fileSystemPath"] == "/datasets-repo"
-    assert not evaluate("dev").find("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+    persistent = {"fsxDeploymentType": "PERSISTENT_2", "fsxThroughputPerTiB": 125}
+    plan = evaluate(STACKS[0], **persistent, fsxDataRepositoryPath="s3://datasets-bucket/bert")
+    association = one(plan.find(ASSOCIATION))
+    assert association.inputs["dataRepositoryPath"] == "s3://datasets-bucket/bert"
+    assert association.inputs["fileSystemPath"] == layout.DATA_REPOSITORY_DIR
+    assert association.property_dependencies["fileSystemId"] == [one(plan.find(FSX)).urn]
+    assert not evaluate(STACKS[0], **persistent, fsxDataRepositoryPath="").find(ASSOCIATION)
 
 
 def test_claim_is_read_write_many_and_bound_to_the_file_system(stack_plan):
@@ -110,3 +116,17 @@ def test_csi_controller_role_trusts_only_its_service_account_and_can_only_descri
     release = one([r for r in stack_plan.find("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "aws-fsx-csi-driver"])
     annotations = release.inputs["values"]["controller"]["serviceAccount"]["annotations"]
     assert annotations["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
+
+
+def test_each_volume_has_the_file_systems_capacity_and_each_claim_requests_it_once(stack_plan):
+    """A claim bound to a static volume cannot be resized (nor shrunk below its status): the engine keeps the request it
+    was created with, while each volume's capacity follows the file system (tests/test_diff.py applies the growth)."""
+    capacity = f"{int(one(stack_plan.find(FSX)).inputs['storageCapacity'])}Gi"
+    volumes = stack_plan.find(tokens.K8S_PERSISTENT_VOLUME)
+    claims = stack_plan.find(tokens.K8S_PERSISTENT_VOLUME_CLAIM)
+    assert volumes and len(claims) == len(volumes)  # the platform's, and one per team
+    assert {v.inputs["spec"]["capacity"]["storage"] for v in volumes} == {capacity}
+    for claim in claims:
+        assert claim.inputs["spec"]["resources"]["requests"]["storage"] == capacity  # what a new stack creates
+        assert claim.ignore_changes == [CLAIM_REQUEST]
+    assert not any(v.ignore_changes for v in volumes)

@@ -1,33 +1,44 @@
-"""Teams, walked as a team would: staging declares nlp and vision; each gets a namespace, queue, quota, access, etcd
+"""Teams, walked as a team would: a fixture stack declares two teams; each gets a namespace, queue, quota, access, etcd
 admission and a directory of its own in the plan; the contract hands them to the team; the launcher builds the team's
 job where the platform made room for it; and the NetworkPolicies, evaluated on that job's pods, admit what they
-should and nothing of another team."""
+should and nothing of another team.
+
+The fixture is a shipped stack with its teams and Trainium groups replaced (``FIXTURE``), so that the teams a user
+declares, renames or removes in the shipped stacks do not matter; the rest of the stack is read as it is."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-import yaml
-from support import cached_plan, one, run_preflight, settings
-from test_jobs import outputs_file, run_module
+from admission_review import NAMESPACE_NAME_LABEL, selects
+from support import PROJECT, evaluate, one, one_group, run_preflight, settings, stack_copy
+from test_jobs import run_module
 from test_preflight_bad_input import one_line
 
 from jobs import launch
-from preflight.stackfile import REPO_ROOT
 from trainium_eks import layout, tokens
 from trainium_eks.config import ConfigError, parse
 from trainium_eks.contract import PlatformContract
 
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by the API server
+pytestmark = pytest.mark.stacks  # the fixture keeps every key of the stack it reads but the teams and Trainium groups
+
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
 PREFIX = "trainium-teams-"
+
+STACK = "staging"
+NODE_TYPE = "trn1.32xlarge"
+FIRST, SECOND = TEAMS = [
+    {"name": "alpha", "neuronShare": 0.5, "weight": 2, "principalArns": ["arn:aws:iam::111122223333:role/alpha-researchers"]},
+    {"name": "beta", "neuronShare": 0.5, "weight": 1, "principalArns": ["arn:aws:iam::111122223333:role/beta-researchers"]},
+]
+# Two elastic nodes (one_group): half the capacity is one node, so each team's jobs fit its quota on one node.
+FIXTURE = {**one_group(NODE_TYPE), "teams": TEAMS}
 
 
 @pytest.fixture(scope="module")
 def plan():
-    return cached_plan("staging", False)
+    return evaluate(STACK, **FIXTURE)
 
 
 @pytest.fixture(scope="module")
@@ -44,24 +55,14 @@ def team_job(contract: PlatformContract, team: str, *, nodes: int | None = None)
     return launch.volcano_job(contract.for_team(team), request)
 
 
-# ---- a label selector and a NetworkPolicy, evaluated as the API server and the network policy agent do ------------
+def outputs_file(tmp_path, plan) -> tuple:
+    """The fixture stack's outputs, as a file the job tools read, and as data."""
+    path = tmp_path / f"{STACK}-outputs.json"
+    path.write_text(json.dumps(plan.outputs))
+    return path, json.loads(path.read_text())
 
 
-def selects(selector: dict, labels: dict) -> bool:
-    """Kubernetes label selector semantics: every matchLabels pair and every matchExpressions term holds."""
-    if any(labels.get(key) != value for key, value in selector.get("matchLabels", {}).items()):
-        return False
-    for term in selector.get("matchExpressions", []):
-        key, operator, values = term["key"], term["operator"], term.get("values", [])
-        held = {
-            "In": key in labels and labels[key] in values,
-            "NotIn": key not in labels or labels[key] not in values,
-            "Exists": key in labels,
-            "DoesNotExist": key not in labels,
-        }[operator]
-        if not held:
-            return False
-    return True
+# ---- a NetworkPolicy, evaluated as the network policy agent does (label selectors: admission_review.selects) ------
 
 
 def admits(policy: dict, target: dict, source: dict, port: int | None = None) -> bool:
@@ -113,8 +114,8 @@ def network_policy(plan, namespace: str, name: str) -> dict:
 
 def test_each_team_has_its_workspace_in_the_plan(plan, contract):
     job_namespace = one([n for n in plan.find(tokens.K8S_NAMESPACE) if n.inputs["metadata"]["name"] == contract.job_namespace])
-    assert [team.name for team in contract.teams] == ["nlp", "vision"]
-    for team in contract.teams:
+    assert [team.name for team in contract.teams] == [declared["name"] for declared in TEAMS]
+    for team, declared in zip(contract.teams, TEAMS, strict=True):
         namespace = of_team(plan, tokens.K8S_NAMESPACE, team.name, "namespace").inputs["metadata"]
         assert namespace["name"] == team.namespace != contract.job_namespace
         security = {k: v for k, v in namespace["labels"].items() if k.startswith("pod-security.kubernetes.io/")}
@@ -122,13 +123,14 @@ def test_each_team_has_its_workspace_in_the_plan(plan, contract):
 
         queue = of_team(plan, QUEUE, team.name, "queue").inputs
         assert queue["metadata"]["name"] == team.queue and queue["spec"]["capability"] == team.quota
+        assert queue["spec"]["weight"] == team.weight == declared["weight"]
         quota = of_team(plan, tokens.K8S_RESOURCE_QUOTA, team.name, "quota").inputs
         assert quota["metadata"]["namespace"] == team.namespace
         assert quota["spec"]["hard"] == {f"requests.{resource}": str(amount) for resource, amount in team.quota.items()}
         assert set(team.quota) == {layout.NEURON_DEVICE_RESOURCE, layout.NEURON_CORE_RESOURCE, layout.EFA_RESOURCE}
 
         entries = [e.inputs for e in plan.find(tokens.EKS_ACCESS_ENTRY) if e.inputs["principalArn"] in team.principal_arns]
-        assert len(entries) == len(team.principal_arns) == 1
+        assert list(team.principal_arns) == declared["principalArns"] and len(entries) == len(team.principal_arns)
         assert entries[0]["kubernetesGroups"] == [layout.team_group(team.name)] and entries[0]["type"] == "STANDARD"
         binding = of_team(plan, tokens.K8S_ROLE_BINDING, team.name, "members").inputs
         assert binding["metadata"]["namespace"] == team.namespace and binding["roleRef"]["kind"] == "Role"
@@ -166,8 +168,8 @@ def test_the_teams_volumes_are_distinct_directories_the_platform_creates_first(p
 
 
 def test_a_team_job_lands_where_the_platform_made_room_for_it(plan, contract):
-    team = contract.team("nlp")
-    job = team_job(contract, "nlp")
+    team = contract.team(FIRST["name"])
+    job = team_job(contract, team.name)
     assert job["metadata"]["namespace"] == team.namespace and job["spec"]["queue"] == team.queue
     assert one([q for q in plan.find(QUEUE) if q.inputs["metadata"]["name"] == job["spec"]["queue"]])
     # The quota admits every pod of the job together.
@@ -182,7 +184,7 @@ def test_a_team_job_lands_where_the_platform_made_room_for_it(plan, contract):
     template = job["spec"]["tasks"][0]["template"]["spec"]
     claims = [v["persistentVolumeClaim"]["claimName"] for v in template["volumes"] if "persistentVolumeClaim" in v]
     assert claims == [team.claim_name]
-    claim = of_team(plan, tokens.K8S_PERSISTENT_VOLUME_CLAIM, "nlp", "fsx").inputs
+    claim = of_team(plan, tokens.K8S_PERSISTENT_VOLUME_CLAIM, team.name, "fsx").inputs
     assert claim["metadata"] == {**claim["metadata"], "namespace": team.namespace, "name": team.claim_name}
     mounts = [m["mountPath"] for m in template["containers"][0]["volumeMounts"]]
     assert contract.fsx_mount_path in mounts
@@ -198,52 +200,56 @@ def test_etcd_admits_the_job_namespace_and_the_teams_and_no_other_namespace(plan
     etcd = network_policy(plan, contract.job_namespace, "etcd")
     member = pod(plan, contract.job_namespace, etcd_labels)
     platform_job = launch.volcano_job(contract, launch.JobRequest(name="berttrain"))
-    for job in (platform_job, team_job(contract, "nlp"), team_job(contract, "vision")):
+    for job in (platform_job, *(team_job(contract, team.name) for team in contract.teams)):
         assert admits(etcd, member, worker_pod(plan, job), layout.ETCD_CLIENT_PORT), job["metadata"]["namespace"]
     stranger = pod(plan, "default", platform_job["spec"]["tasks"][0]["template"]["metadata"]["labels"])
     assert not admits(etcd, member, stranger, layout.ETCD_CLIENT_PORT)
-    assert not admits(etcd, member, worker_pod(plan, team_job(contract, "nlp")), 2380)  # the peers' port is the members'
+    assert not admits(etcd, member, worker_pod(plan, team_job(contract, FIRST["name"])), 2380)  # the peers' port is the members'
 
 
 def test_a_team_reaches_its_own_pods_and_nothing_of_another_team(plan, contract):
-    nlp, vision = worker_pod(plan, team_job(contract, "nlp")), worker_pod(plan, team_job(contract, "vision"))
-    nlp_policy = network_policy(plan, contract.team("nlp").namespace, "own-pods-only")
-    vision_policy = network_policy(plan, contract.team("vision").namespace, "own-pods-only")
-    assert admits(nlp_policy, nlp, nlp) and admits(vision_policy, vision, vision)
-    assert not admits(nlp_policy, nlp, vision) and not admits(vision_policy, vision, nlp)
+    first, second = contract.team(FIRST["name"]), contract.team(SECOND["name"])
+    first_pod, second_pod = worker_pod(plan, team_job(contract, first.name)), worker_pod(plan, team_job(contract, second.name))
+    first_policy = network_policy(plan, first.namespace, "own-pods-only")
+    second_policy = network_policy(plan, second.namespace, "own-pods-only")
+    assert admits(first_policy, first_pod, first_pod) and admits(second_policy, second_pod, second_pod)
+    assert not admits(first_policy, first_pod, second_pod) and not admits(second_policy, second_pod, first_pod)
     platform = worker_pod(plan, launch.volcano_job(contract, launch.JobRequest(name="berttrain")))
-    assert not admits(nlp_policy, nlp, platform)
+    assert not admits(first_policy, first_pod, platform)
 
 
-def test_the_launcher_builds_the_team_job_and_refuses_what_its_quota_cannot_admit(tmp_path):
-    path, outputs = outputs_file(tmp_path)
-    result = run_module("jobs.launch", "--outputs", str(path), "--team", "nlp", "--dryrun", "--json")
+def test_the_launcher_builds_the_team_job_and_refuses_what_its_quota_cannot_admit(tmp_path, plan):
+    path, outputs = outputs_file(tmp_path, plan)
+    (team,) = [t for t in outputs["teams"] if t["name"] == FIRST["name"]]
+    result = run_module("jobs.launch", "--outputs", str(path), "--team", team["name"], "--dryrun", "--json")
     assert result.returncode == 0, result.stderr
     job = json.loads(result.stdout)
-    (nlp,) = [t for t in outputs["teams"] if t["name"] == "nlp"]
-    assert (job["metadata"]["namespace"], job["spec"]["queue"]) == (nlp["namespace"], nlp["queue"])
+    assert (job["metadata"]["namespace"], job["spec"]["queue"]) == (team["namespace"], team["queue"])
     one_line(
-        run_module("jobs.launch", "--outputs", str(path), "--team", "nlp", "--nodes", "2", "--dryrun"),
+        run_module("jobs.launch", "--outputs", str(path), "--team", team["name"], "--nodes", "2", "--dryrun"),
         "--nodes 2",
-        "queue team-nlp admits",
+        f"queue {team['queue']} admits",
         "neuronShare",
     )
+    undeclared = "search"
+    assert undeclared not in {t["name"] for t in TEAMS}
     one_line(
-        run_module("jobs.launch", "--outputs", str(path), "--team", "search", "--dryrun"),
-        "--team search",
-        "declares no team 'search' (teams: nlp, vision)",
+        run_module("jobs.launch", "--outputs", str(path), "--team", undeclared, "--dryrun"),
+        f"--team {undeclared}",
+        f"declares no team '{undeclared}' (teams: {', '.join(t['name'] for t in TEAMS)})",
     )
 
 
-def test_acceptance_checks_a_team_workspace_and_needs_the_team(tmp_path):
-    path, outputs = outputs_file(tmp_path)
+def test_acceptance_checks_a_team_workspace_and_needs_the_team(tmp_path, plan):
+    path, outputs = outputs_file(tmp_path, plan)
+    (team,) = [t for t in outputs["teams"] if t["name"] == SECOND["name"]]
     one_line(run_module("jobs.acceptance", "team-volume", "--outputs", str(path), "--dryrun"), "team-volume", "--team")
-    result = run_module("jobs.acceptance", "all", "--outputs", str(path), "--team", "vision", "--dryrun", "--json")
+    result = run_module("jobs.acceptance", "all", "--outputs", str(path), "--team", team["name"], "--dryrun", "--json")
     assert result.returncode == 0, result.stderr
     jobs = {job["metadata"]["name"]: job for job in json.loads(result.stdout)}
-    assert {job["metadata"]["namespace"] for job in jobs.values()} == {"team-vision"}
+    assert {job["metadata"]["namespace"] for job in jobs.values()} == {team["namespace"]}
     volume = jobs["acceptance-team-volume"]["spec"]["template"]["spec"]
-    assert volume["volumes"][0]["persistentVolumeClaim"]["claimName"] == outputs["teams"][1]["claimName"]
+    assert volume["volumes"][0]["persistentVolumeClaim"]["claimName"] == team["claimName"]
     script = volume["containers"][0]["command"][-1]
     assert f"{outputs['fsxMountPath']}{layout.TEAMS_DIR}" in script  # the root, where the teams' directories are, must not show
     assert "acceptance-etcd-rendezvous" in jobs  # etcd, reached from the team's namespace
@@ -252,33 +258,42 @@ def test_acceptance_checks_a_team_workspace_and_needs_the_team(tmp_path):
 
 # ---- config ---------------------------------------------------------------------------------------------------------
 
-TEAM = {"name": "nlp", "neuronShare": 0.5, "principalArns": ["arn:aws:iam::111122223333:role/nlp-researchers"]}
-OTHER = {"name": "vision", "neuronShare": 0.5, "principalArns": ["arn:aws:iam::111122223333:role/vision-researchers"]}
+OVERSHARED = [FIRST, {**SECOND, "neuronShare": 0.75}]  # shares that add up to 1.25 of the capacity
 BAD_TEAMS = [
-    ({"teams": [TEAM, {**OTHER, "neuronShare": 0.75}]}, "teams", "add up to 1.25"),
-    ({"teams": [TEAM, {**OTHER, "name": "nlp"}]}, "teams[1].name", "used twice"),
-    ({"teams": [TEAM, {**OTHER, "principalArns": TEAM["principalArns"]}]}, "teams[1].principalArns[0]", "already in team 'nlp'"),
-    ({"teams": [{**TEAM, "neuronShare": 0.25}]}, "teams[0].neuronShare", "less than one trn1.32xlarge node"),
-    ({"teams": [TEAM], "volcanoQueues": [{"name": "team-nlp"}]}, "teams[0].name", "also in volcanoQueues"),
-    ({"teams": [{**TEAM, "neuronShar": 0.5}]}, "teams[0].neuronShar", "did you mean 'neuronShare'"),
-    ({"teams": [{**TEAM, "neuronShare": "half"}]}, "teams[0].neuronShare", "number"),
-    ({"teams": [{**TEAM, "name": "NLP_team"}]}, "teams[0].name", "DNS label"),
-    ({"teams": [{**TEAM, "principalArns": ["nlp-researchers"]}]}, "teams[0].principalArns[0]", "ARN"),
+    ({"teams": OVERSHARED}, "teams", "add up to 1.25"),
+    ({"teams": [FIRST, {**SECOND, "name": FIRST["name"]}]}, "teams[1].name", "used twice"),
+    (
+        {"teams": [FIRST, {**SECOND, "principalArns": FIRST["principalArns"]}]},
+        "teams[1].principalArns[0]",
+        f"already in team '{FIRST['name']}'",
+    ),
+    # A quarter of the fixture's two nodes is half a node.
+    ({"teams": [{**FIRST, "neuronShare": 0.25}]}, "teams[0].neuronShare", f"less than one {NODE_TYPE} node"),
+    (  # a team's queue is named as its namespace
+        {"teams": [FIRST], "volcanoQueues": [{"name": layout.team_namespace(FIRST["name"])}]},
+        "teams[0].name",
+        "also in volcanoQueues",
+    ),
+    ({"teams": [{**FIRST, "neuronShar": 0.5}]}, "teams[0].neuronShar", "did you mean 'neuronShare'"),
+    ({"teams": [{**FIRST, "neuronShare": "half"}]}, "teams[0].neuronShare", "number"),
+    ({"teams": [{**FIRST, "name": "NLP_team"}]}, "teams[0].name", "DNS label"),
+    ({"teams": [{**FIRST, "principalArns": ["nlp-researchers"]}]}, "teams[0].principalArns[0]", "ARN"),
 ]
 
 
 @pytest.mark.parametrize(("overrides", "key", "words"), BAD_TEAMS, ids=[f"{key}:{words}" for _, key, words in BAD_TEAMS])
 def test_bad_teams_name_the_key_and_the_fix(overrides, key, words):
     with pytest.raises(ConfigError) as caught:
-        parse(settings("staging", **overrides).config, stack="staging")
+        parse(settings(STACK, **{**FIXTURE, **overrides}).config, stack=STACK)
     message = str(caught.value)
     assert "\n" not in message and "; " in message, message
     assert message.split(": ")[0].endswith(key) and words in message, message
 
 
 def test_shares_above_capacity_stop_preflight_in_one_line(tmp_path):
-    stack = yaml.safe_load((REPO_ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
-    stack["config"]["trainium-eks:teams"][1]["neuronShare"] = 0.75
-    path = Path(tmp_path) / "Pulumi.staging.yaml"
-    path.write_text(yaml.safe_dump(stack))
-    one_line(run_preflight("plan", "staging", "--stack-file", str(path)), "trainium-eks:teams", "add up to 1.25", "lower")
+    def overshare(config: dict) -> None:
+        for key, value in {**FIXTURE, "teams": OVERSHARED}.items():
+            config[key if ":" in key else f"{PROJECT}:{key}"] = value
+
+    path = stack_copy(tmp_path, STACK, overshare)
+    one_line(run_preflight("plan", STACK, "--stack-file", path), f"{PROJECT}:teams", "add up to 1.25", "lower")

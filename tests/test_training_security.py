@@ -14,6 +14,8 @@ from preflight.stackfile import REPO_ROOT
 from trainium_eks.contract import PlatformContract
 from trainium_eks.pod_security import restricted_findings
 
+pytestmark = pytest.mark.stacks
+
 
 def job_pods(stack: str, precompile: bool) -> list[dict]:
     contract = PlatformContract.from_outputs(cached_plan(stack, False).outputs)

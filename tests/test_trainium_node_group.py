@@ -6,9 +6,11 @@ from __future__ import annotations
 import base64
 
 import pytest
-from support import STACKS, by_urn, evaluate, node_group_config, one, settings
+from support import STACKS, by_urn, evaluate, node_group_config, offering, one, settings
 
 from trainium_eks import catalog, layout, versions
+
+pytestmark = pytest.mark.stacks
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 NG = "aws:eks/nodeGroup:NodeGroup"
@@ -19,22 +21,16 @@ NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
-def stack_offering(instance_type: str) -> str:
-    """A shipped stack whose region and Trainium AZ offer ``instance_type`` (per the catalog)."""
-    for stack in STACKS:
-        cfg = settings(stack).config
-        if catalog.INSTANCE_TYPES[instance_type].offered_in(cfg["aws:region"], cfg["trainium-eks:trainiumAzId"]):
-            return stack
-    pytest.fail(f"no shipped stack's AZ offers {instance_type}")
+FIXTURE_STACK = "staging"
 
 
-def trainium_az_of(instance_type: str) -> str:
-    return settings(stack_offering(instance_type)).config["trainium-eks:trainiumAzId"]
+def with_groups(instance_type: str, *groups: dict, **overrides):
+    """A fixture of a stack with ``groups`` of ``instance_type``, where the catalog offers it, and no teams."""
+    return evaluate(FIXTURE_STACK, trainiumNodeGroups=list(groups), teams=[], **offering(instance_type), **overrides)
 
 
 def plan_with(instance_type: str, **extra):
-    group = node_group_config("trn", instance_type, **extra)
-    return evaluate(stack_offering(instance_type), trainiumNodeGroups=[group])
+    return with_groups(instance_type, node_group_config("trn", instance_type, **extra))
 
 
 def trainium_parts(plan):
@@ -119,8 +115,8 @@ def test_node_group_runs_the_pinned_neuron_ami_with_the_neuron_taint_and_platfor
     plan = plan_with("trn1.32xlarge")
     _, ng = trainium_parts(plan)
     assert ng.inputs["amiType"] == "AL2023_x86_64_NEURON"
-    release = versions.NODE_IMAGE_RELEASES[settings(stack_offering("trn1.32xlarge")).config["trainium-eks:nodeImageRelease"]]
-    kubernetes = settings(stack_offering("trn1.32xlarge")).config["trainium-eks:kubernetesVersion"]
+    release = versions.NODE_IMAGE_RELEASES[settings(FIXTURE_STACK).config["trainium-eks:nodeImageRelease"]]
+    kubernetes = settings(FIXTURE_STACK).config["trainium-eks:kubernetesVersion"]
     # EKS's AL2023 release versions are <kubelet>-<release date> (EKS User Guide, AMI versions)
     assert ng.inputs["releaseVersion"] == f"{release.kubelet_versions[kubernetes]}-{release.tag.removeprefix('v')}"
     assert ng.inputs["taints"] == [{"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": "NO_SCHEDULE"}]
@@ -130,9 +126,8 @@ def test_node_group_runs_the_pinned_neuron_ami_with_the_neuron_taint_and_platfor
 
 
 def test_scaling_comes_from_the_stack_config():
-    plan = evaluate(
-        "staging",
-        trainiumNodeGroups=[{**node_group_config("trn", "trn1.32xlarge"), "minSize": 1, "desiredSize": 3, "maxSize": 5}],
+    plan = with_groups(
+        "trn1.32xlarge", {**node_group_config("trn", "trn1.32xlarge"), "minSize": 1, "desiredSize": 3, "maxSize": 5}
     )
     _, ng = trainium_parts(plan)
     assert ng.inputs["scalingConfig"] == {"minSize": 1, "desiredSize": 3, "maxSize": 5}
@@ -158,7 +153,8 @@ def test_launch_template_is_the_version_the_node_group_uses():
 
 
 def odcr(instance_type: str, **extra) -> dict:
-    return {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": trainium_az_of(instance_type), "instanceCount": 2, **extra}
+    az_id = offering(instance_type)["trainiumAzId"]
+    return {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": az_id, "instanceCount": 2, **extra}
 
 
 def test_on_demand_capacity_reservation_targets_the_reservation():
@@ -209,7 +205,7 @@ def test_every_trainium_group_repairs_failed_nodes_within_the_stacks_limits(stac
 def test_repair_off_is_explicit(provisioning):
     sizes = {"minSize": 0, "desiredSize": 0} if provisioning == "managed" else {}
     group = {"name": "trn", "instanceType": "trn1.32xlarge", "provisioning": provisioning, "maxSize": 2, **sizes}
-    plan = evaluate(stack_offering("trn1.32xlarge"), nodeRepair=False, trainiumNodeGroups=[group])
+    plan = with_groups("trn1.32xlarge", group, nodeRepair=False)
     if provisioning == "managed":
         _, ng = trainium_parts(plan)
         assert ng.inputs["nodeRepairConfig"] == {"enabled": False}

@@ -11,6 +11,9 @@ from trainium_eks import layout, tokens, versions
 from trainium_eks.config import ConfigError, parse
 
 OLD, NEW = "1.34", "1.35"
+
+pytestmark = pytest.mark.stacks
+
 STEPS = {
     "before": {"kubernetesVersion": OLD},
     "control plane and add-ons": {

@@ -15,6 +15,7 @@ import gc
 import json
 import math
 import os
+import signal
 import time
 from contextlib import nullcontext
 
@@ -52,6 +53,19 @@ def learning_rate(step: int, warmup: int, total: int) -> float:
     if step < warmup:
         return (step + 1) / warmup
     return max(0.0, (total - step) / max(1, total - warmup))
+
+
+def fail_here(rank: int, world: int, distributed: bool, on_xla: bool) -> None:
+    """``--fail-at-step``: the last worker dies by SIGKILL, as an OOM kill would, once every worker has trained the
+    step (so rank 0 has logged it and written its checkpoint, if the step has one): what a rehearsal retrains is
+    then exactly the steps since that checkpoint."""
+    if distributed:
+        if on_xla:
+            xm.rendezvous("fail-at-step")
+        else:
+            dist.barrier()
+    if rank == world - 1:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def micro_batches(loader: DataLoader, sampler: DistributedSampler, consumed: int):
@@ -150,6 +164,8 @@ def main(argv: list[str] | None = None) -> dict:
                 raise SystemExit(f"loss became {mean_loss} at step {step}; lower --lr or check the data")
         if rank == 0 and (step % args.checkpoint_every == 0 or step == last_step):
             checkpoint.save(args.output_dir, step, network, optimizer, schedule)
+        if step == args.fail_at_step and resumed_from == 0:  # every rank loaded the same checkpoint, or none
+            fail_here(rank, world, distributed, on_xla)
     if writer is not None:
         writer.close()
     if distributed:

@@ -31,6 +31,13 @@ Sources (read 2026-12):
 - [MAX-PODS]   awslabs/amazon-eks-ami templates/shared/runtime/eni-max-pods.txt (commit 0254c5b4): the pods a node
                runs with the VPC CNI, ENIs x (IPv4 addresses per ENI - 1) + 2 for the two host-network pods,
                counted on network card 0 alone for multi-card types
+- [VPC-CNI]    aws/amazon-vpc-cni-k8s (commit b5218838, 2026-08-20): pkg/vpc/vpc_ip_resource_limit.go, the network
+               interfaces the CNI attaches on the default network card (ENILimit) and the IPv4 addresses of each
+               (IPv4Limit); README "WARM_ENI_TARGET" (default 1, which the platform keeps): ipamd keeps one whole free
+               interface, with all its addresses, beyond those its pods use
+- [FSX-QUOTA]  FSx for Lustre User Guide, "Quotas" (awsdocs/amazon-fsx-lustre-user-guide doc_source/limits.md,
+               commit 15843f70): "Total storage for all file systems", 100,800 GiB by default in us-east-1,
+               us-east-2 and us-west-2, raised by AWS Support "up to petabytes"; no per-file-system maximum is stated
 - [INSTANCE-STORE] EC2 User Guide "Instance store volume limits for EC2 instances" (InstanceStorage.md,
                awsdocs commit e3707c43): trn1.2xlarge 1 x 474 GB NVMe SSD, trn1.32xlarge and trn1n.32xlarge
                4 x 1900 GB; trn2.48xlarge 7600 GB of local NVMe in total (karpenter-provider-aws v1.14.1
@@ -75,6 +82,10 @@ NAT_GATEWAY_USD_PER_GB = 0.045
 VPC_INTERFACE_ENDPOINT_USD_PER_AZ_HOUR = 0.01
 VPC_INTERFACE_ENDPOINT_USD_PER_GB = 0.01
 PUBLIC_IPV4_USD_PER_HOUR = 0.005
+#: The account's FSx for Lustre storage (all file systems of a region) without a quota increase [FSX-QUOTA].
+FSX_LUSTRE_STORAGE_QUOTA_GIB: Mapping[str, int] = MappingProxyType(
+    {"us-east-1": 100_800, "us-east-2": 100_800, "us-west-2": 100_800}
+)
 #: EBS gp3 storage per GB-month, with the included 3,000 IOPS and 125 MB/s [EBS-PRICE].
 EBS_GP3_USD_PER_GB_MONTH = 0.08
 #: FSx for Lustre SSD storage per GB-month by (deployment type, MB/s/TiB of throughput) [FSX-PRICE]. SCRATCH_2,
@@ -140,6 +151,10 @@ class InstanceType:
     efa_only_interfaces: bool = False
     # Pods the node runs with the VPC CNI (without prefix delegation) [MAX-PODS].
     max_pods: int = 0
+    # The interfaces the VPC CNI attaches on the default network card, and the IPv4 addresses of each [VPC-CNI]:
+    # max_pods is cni_interfaces x (ipv4_per_interface - 1) + 2.
+    cni_interfaces: int = 0
+    ipv4_per_interface: int = 0
     # Local NVMe instance store, GB in total [INSTANCE-STORE]; 0: none (EBS only).
     instance_store_gb: int = 0
     # On-demand list price per hour, by region [PRICE].
@@ -163,10 +178,13 @@ class InstanceType:
             return (primary, *(NetworkInterfaceSlot(card, int(card == 0), EFA_ONLY_INTERFACE) for card in cards))
         return tuple(NetworkInterfaceSlot(card, int(card > 0), EFA_WITH_ENA_INTERFACE) for card in cards)
 
-    def most_addresses(self, interface_addresses: int) -> int:
-        """The subnet addresses one node takes at the most: its interfaces' own, and one per pod it may run but the
-        two host-network pods that max_pods counts [MAX-PODS]."""
-        return interface_addresses + self.max_pods - HOST_NETWORK_PODS
+    def node_addresses(self, other_interface_addresses: int, *, crowded: bool = False) -> int:
+        """The subnet addresses one running node takes with the VPC CNI's defaults [VPC-CNI]: the interfaces on its
+        default card, each with all its addresses (two while it runs fewer pods than one interface holds: the pods'
+        and the warm one; every one when ``crowded``), and ``other_interface_addresses`` of interfaces the CNI does
+        not manage (an EFA-with-ENA interface on another card has one)."""
+        interfaces = self.cni_interfaces if crowded else min(2, self.cni_interfaces)
+        return interfaces * self.ipv4_per_interface + other_interface_addresses
 
     def offered_in(self, region: str, az_id: str) -> bool:
         """True when the catalog records an offering of this type in ``az_id`` of ``region``."""
@@ -214,6 +232,8 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 max_efa_interfaces=0,
                 network_bandwidth_gbps=12.5,  # "up to"
                 max_pods=58,
+                cni_interfaces=4,
+                ipv4_per_interface=15,
                 instance_store_gb=474,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 1.34375, "us-west-2": 1.34375, "us-east-2": 1.34375}),
                 az_ids=TRN1_AZ_IDS,
@@ -231,6 +251,8 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 efa_only_interfaces=True,
                 network_bandwidth_gbps=800.0,
                 max_pods=247,
+                cni_interfaces=5,
+                ipv4_per_interface=50,
                 instance_store_gb=7600,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 21.50, "us-west-2": 21.50, "us-east-2": 21.50}),
                 az_ids=TRN1_AZ_IDS,
@@ -248,6 +270,8 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 efa_only_interfaces=True,
                 network_bandwidth_gbps=1600.0,
                 max_pods=247,
+                cni_interfaces=5,
+                ipv4_per_interface=50,
                 instance_store_gb=7600,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 24.78, "us-west-2": 24.78, "us-east-2": 24.78}),
                 az_ids=TRN1_AZ_IDS,
@@ -265,6 +289,8 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 efa_only_interfaces=True,
                 network_bandwidth_gbps=3200.0,
                 max_pods=100,
+                cni_interfaces=2,
+                ipv4_per_interface=50,
                 instance_store_gb=7600,
                 on_demand_usd_per_hour=_frozen({"us-east-2": 35.76}),
                 az_ids=_frozen({"us-east-2": ("use2-az3",)}),
@@ -277,6 +303,8 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 memory_gib=8,
                 network_bandwidth_gbps=12.5,
                 max_pods=29,
+                cni_interfaces=3,
+                ipv4_per_interface=10,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 0.096, "us-east-2": 0.096, "us-west-2": 0.096}),
             ),
             InstanceType(
@@ -286,6 +314,8 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 memory_gib=16,
                 network_bandwidth_gbps=12.5,
                 max_pods=58,
+                cni_interfaces=4,
+                ipv4_per_interface=15,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 0.192, "us-east-2": 0.192, "us-west-2": 0.192}),
             ),
             InstanceType(
@@ -295,6 +325,8 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 memory_gib=32,
                 network_bandwidth_gbps=12.5,
                 max_pods=58,
+                cni_interfaces=4,
+                ipv4_per_interface=15,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 0.384, "us-east-2": 0.384, "us-west-2": 0.384}),
             ),
         )

@@ -28,6 +28,8 @@ from pydantic import (
     ValidationError,
 )
 
+from trainium_eks import names
+
 CONTRACT_VERSION = "1.5.0"
 FIRST = "1.0.0"
 
@@ -35,6 +37,30 @@ FIRST = "1.0.0"
 def since(version: str, *, optional: bool = False, **field: Any) -> Any:
     """A contract field introduced in ``version``; an ``optional`` one is published only by the stacks it applies to."""
     return Field(json_schema_extra={"since": version, "optional": optional}, **field)
+
+
+def job_node_ceiling(*, elastic: bool, desired_size: int, max_size: int) -> int:
+    """The most nodes of a group one job can have: those a managed group runs (desiredSize; the launcher refuses
+    more), or an elastic group's maxSize, which Karpenter brings. The first-step estimate counts the same."""
+    return max_size if elastic else desired_size
+
+
+def _named(pattern: re.Pattern, what: str) -> Any:
+    """A string following one of AWS's or Kubernetes' naming rules (``trainium_eks.names``: whole string, ASCII): a
+    name from the outputs becomes a namespace, a label value or an object name in the jobs built from them."""
+
+    def check(value: str) -> str:
+        if not pattern.match(value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+
+    return Annotated[StrictStr, AfterValidator(check)]
+
+
+DnsLabel = _named(names.DNS_LABEL, "a DNS label of up to 63 lowercase letters, digits and '-' (a namespace name)")
+ObjectName = _named(names.DNS_SUBDOMAIN, "a Kubernetes object name (lowercase letters, digits, '-' and '.')")
+LabelValue = _named(names.LABEL_NAME, "a Kubernetes label value (up to 63 of A-Z a-z 0-9 -_.)")
+PrincipalArn = _named(names.PRINCIPAL_ARN, "an IAM role or user ARN")
 
 
 class ContractError(Exception):
@@ -47,7 +73,7 @@ class Entry(BaseModel):
 
 
 class NodeGroup(Entry):
-    name: StrictStr
+    name: LabelValue
     instance_type: StrictStr = Field(alias="instanceType")
     min_size: NonNegativeInt = Field(alias="minSize")
     desired_size: NonNegativeInt = Field(alias="desiredSize")
@@ -84,14 +110,14 @@ class Team(Entry):
     """A team's workspace: its namespace and queue, its quota (the queue's capability too), and its volume, a claim in
     its namespace on its own directory ``fileSystemPath`` of the file system, mounted where the platform's is."""
 
-    name: StrictStr
-    namespace: StrictStr
-    queue: StrictStr
+    name: DnsLabel
+    namespace: DnsLabel
+    queue: ObjectName
     weight: PositiveInt
     quota: dict[StrictStr, NonNegativeInt]
-    claim_name: StrictStr = Field(alias="claimName")
+    claim_name: ObjectName = Field(alias="claimName")
     file_system_path: StrictStr = Field(alias="fileSystemPath")
-    principal_arns: tuple[StrictStr, ...] = Field(alias="principalArns")
+    principal_arns: tuple[PrincipalArn, ...] = Field(alias="principalArns")
 
 
 class Taint(Entry):
@@ -101,7 +127,7 @@ class Taint(Entry):
 
 
 class Queue(Entry):
-    name: StrictStr
+    name: ObjectName
     weight: float
     capability: dict[StrictStr, float]
 
@@ -155,8 +181,8 @@ class PlatformContract(BaseModel):
     node_taints: tuple[Taint, ...] = since(FIRST, alias="nodeTaints")
     volcano_queues: tuple[Queue, ...] = since(FIRST, alias="volcanoQueues", min_length=1)
     etcd_endpoint: Endpoint = since(FIRST, alias="etcdEndpoint")
-    job_namespace: Text = since(FIRST, alias="jobNamespace")
-    fsx_claim_name: Text = since(FIRST, alias="fsxClaimName")
+    job_namespace: DnsLabel = since(FIRST, alias="jobNamespace")
+    fsx_claim_name: ObjectName = since(FIRST, alias="fsxClaimName")
     fsx_file_system_id: Text = since(FIRST, alias="fsxFileSystemId")
     fsx_dns_name: Text | None = since("1.1.0", default=None, alias="fsxDnsName")
     fsx_mount_name: Text | None = since("1.1.0", default=None, alias="fsxMountName")
@@ -211,8 +237,8 @@ class PlatformContract(BaseModel):
         return self.scaling(group).provisioning == "karpenter"
 
     def node_ceiling(self, group: NodeGroup) -> int:
-        """The most nodes of ``group`` a job can have: those that run (managed), or maxSize (elastic)."""
-        return group.max_size if self.elastic(group) else group.desired_size
+        """The most nodes of ``group`` a job can have (``job_node_ceiling``)."""
+        return job_node_ceiling(elastic=self.elastic(group), desired_size=group.desired_size, max_size=group.max_size)
 
     @property
     def version(self) -> str:

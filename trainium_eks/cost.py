@@ -14,11 +14,11 @@ Blocks pricing and billing"), which the stack config states because AWS sets it 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from trainium_eks import catalog, layout, tokens, versions
 from trainium_eks.graph import Graph, Node, dig, number, vpc_endpoint_service
+from trainium_eks.quantities import quantity
 from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
 
 NODE_GROUP = tokens.EKS_NODE_GROUP
@@ -29,7 +29,6 @@ NAT_GATEWAY = tokens.EC2_NAT_GATEWAY
 FSX = tokens.FSX_LUSTRE_FILE_SYSTEM
 VPC_ENDPOINT = tokens.EC2_VPC_ENDPOINT
 EKS_DEFAULT_DISK_GIB = 20  # EKS's root volume when neither the node group nor its launch template sets one
-GIB = re.compile(r"^(\d+)Gi$")  # an EC2NodeClass volume size as the platform writes it
 
 
 @dataclass(frozen=True)
@@ -107,21 +106,37 @@ def _root_volume_gib(group: TrainiumGroup) -> float:
     if group.template is None:
         return EKS_DEFAULT_DISK_GIB
     if group.elastic:
-        size = dig(group.template.props, "spec", "blockDeviceMappings", 0, "ebs", "volumeSize")
-        match = GIB.match(size) if isinstance(size, str) else None
-        return float(match.group(1)) if match else EKS_DEFAULT_DISK_GIB
+        # an EC2NodeClass volume size is a Kubernetes quantity of bytes ("200Gi", "1Ti")
+        size = quantity(dig(group.template.props, "spec", "blockDeviceMappings", 0, "ebs", "volumeSize"))
+        return float(size / 2**30) if size is not None and size > 0 else EKS_DEFAULT_DISK_GIB
     return number(dig(group.template.props, "blockDeviceMappings", 0, "ebs", "volumeSize")) or EKS_DEFAULT_DISK_GIB
 
 
-def _reservation_line(group: TrainiumGroup, region: str) -> CostLine | None:
-    """A reserved group's instances, billed whether they run or not (None: the group targets no reservation)."""
+def _reservation_id(group: TrainiumGroup) -> str | None:
+    """The reservation a group targets: a launch template's capacityReservationId, or a node class's one id term."""
+    target = group.reservation_target()
+    if isinstance(target, dict):
+        found = target.get("capacityReservationId")
+    else:
+        terms = [t.get("id") for t in target or [] if isinstance(t, dict)] if isinstance(target, list) else []
+        found = terms[0] if len(terms) == 1 else None
+    return found if isinstance(found, str) else None
+
+
+def _reservation_line(group: TrainiumGroup, region: str, billed: set[str]) -> CostLine | None:
+    """A reserved group's instances, billed whether they run or not, once per reservation however many groups name
+    it (None: the group targets no reservation)."""
     if not group.reservation_target():
         return None
     instances = number(group.reservation_fact(layout.CAPACITY_RESERVATION_INSTANCES_TAG))
     block_rate = number(group.reservation_fact(layout.CAPACITY_BLOCK_HOURLY_USD_TAG))
     if instances is None:
         return None
-    count, name = int(instances), group.spec.name
+    count, name, reservation = int(instances), group.spec.name, _reservation_id(group)
+    if reservation is not None and reservation in billed:
+        return CostLine(group.node.urn, f"{count} x {name} in reservation {reservation}, billed with the group before", 0.0)
+    if reservation is not None:
+        billed.add(reservation)
     if block_rate is not None:
         return CostLine(
             group.node.urn, f"{count} x {name} Capacity Block at {block_rate:g} USD/h, used or not", count * block_rate
@@ -131,12 +146,12 @@ def _reservation_line(group: TrainiumGroup, region: str) -> CostLine | None:
     )
 
 
-def _trainium_group(group: TrainiumGroup, region: str) -> list[CostLine]:
+def _trainium_group(group: TrainiumGroup, region: str, billed: set[str]) -> list[CostLine]:
     busy, idle = (group.max_size, 0) if group.elastic else (group.desired_size, group.desired_size)
     if busy is None or idle is None:
         return []
     volumes = _volume_line(group.node.urn, busy, idle, _root_volume_gib(group))
-    reserved = _reservation_line(group, region)
+    reserved = _reservation_line(group, region, billed)
     if reserved is not None:
         return [reserved, volumes]
     name, price = group.spec.name, group.spec.price(region)
@@ -156,7 +171,7 @@ def _file_system(node: Node) -> list[CostLine]:
     deployment = node.props.get("deploymentType")
     capacity = number(node.props.get("storageCapacity"))
     throughput = int(number(node.props.get("perUnitStorageThroughput")) or 0)
-    price = catalog.FSX_LUSTRE_USD_PER_GB_MONTH.get((deployment, throughput))
+    price = catalog.FSX_LUSTRE_USD_PER_GB_MONTH.get((deployment, throughput)) if isinstance(deployment, str) else None
     if capacity is None or price is None:
         return []
     tier = f", {throughput} MB/s/TiB" if throughput else ""
@@ -177,8 +192,9 @@ def estimate(graph: Graph, region: str) -> CostEstimate:
     lines: list[CostLine] = []
     groups = trainium_groups(graph)
     trainium = {id(g.node) for g in groups}
+    billed: set[str] = set()  # reservations already priced: a second group naming one adds no charge
     for group in groups:
-        lines += _trainium_group(group, group.region or region)
+        lines += _trainium_group(group, group.region or region, billed)
     for node in graph:
         if node.type == NODE_GROUP and id(node) not in trainium:
             lines += _system_node_group(node, node.region or region)

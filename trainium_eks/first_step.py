@@ -3,7 +3,8 @@ done before) and warm (the dataset on the file system and the compile cache fill
 
 Each term carries its source; what no source gives a figure for (layer unpacking, the device plugins' start, loading
 cached graphs) is named and not counted, so both totals are lower bounds. The job is the tutorial's BERT-large
-pretraining on every node of the group (maxSize).
+pretraining on the most nodes of the group a job can have, as the launcher counts them (``job_node_ceiling``: a
+managed group's desiredSize, an elastic group's maxSize).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainium_eks import catalog, tokens
+from trainium_eks.contract import job_node_ceiling
 from trainium_eks.graph import Graph, Node, number, vpc_endpoint_service
 from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
 
@@ -107,7 +109,8 @@ def estimate(graph: Graph, deploy_minutes: float, image_gib: float | None = None
     file_system = next(iter(graph.of_type(tokens.FSX_LUSTRE_FILE_SYSTEM)), None)
     steps = []
     for group in trainium_groups(graph):
-        nodes = group.max_size or 1
+        ceiling = job_node_ceiling(elastic=group.elastic, desired_size=group.desired_size or 0, max_size=group.max_size or 0)
+        nodes = ceiling or 1
         terms = [Term("`pulumi up` of a new stack", deploy_minutes, "its critical path (trainium_eks/deployment.py)")]
         if group.elastic:
             ready = "Ready about 30-40 s after launch, aws/karpenter-provider-aws#6165"

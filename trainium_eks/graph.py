@@ -7,6 +7,7 @@ engine's wire names; values unknown during preview are the analyzer's unknown se
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,13 +43,14 @@ def known(value: Any) -> bool:
 
 
 def number(value: Any) -> float | None:
-    """A known number (the engine carries numbers as floats; some inputs are numeric strings), else None."""
+    """A known, finite number (the engine carries numbers as floats; some inputs are numeric strings), else None."""
     if value is None or isinstance(value, bool) or is_unknown(value):
         return None
     try:
-        return float(value)
-    except (TypeError, ValueError):
+        result = float(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return result if math.isfinite(result) else None
 
 
 def dig(props: Mapping, *path: str | int, default: Any = None) -> Any:

@@ -38,6 +38,13 @@ NEURON_CORE_RESOURCE = "aws.amazon.com/neuroncore"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 
 
+# Volcano's scheduler (the pods of its Jobs name it), and the pod annotation naming the queue of the PodGroup that
+# Volcano's podgroup controller creates for a pod on that scheduler outside a Volcano Job (Volcano
+# pkg/controllers/podgroup/pg_controller_handler.go, buildPodGroupFromPod).
+VOLCANO_SCHEDULER = "volcano"
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+
+
 def neuron_toleration() -> dict:
     """The toleration matching the Trainium taint (Kubernetes wire form)."""
     return {"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": NEURON_TAINT_EFFECT_K8S}

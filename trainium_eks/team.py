@@ -1,6 +1,6 @@
 """For a team's own Pulumi program: the platform stack through a typed StackReference, and the team's workspace in it.
 
-    platform = PlatformReference("platform", "my-org/trainium-eks/staging")
+    platform = PlatformReference("platform", "example-org/trainium-eks/staging")
     workspace = platform.workspace("nlp")           # fails in one line if the platform declares no team nlp
     k8s.core.v1.ServiceAccount("trainer", metadata={"name": "trainer"}, opts=workspace.resource_options)
 

@@ -9,11 +9,13 @@ and one estimate prices both.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 from trainium_eks import catalog, tokens
 from trainium_eks.graph import Graph, Node, dig, is_unknown, known, number
+from trainium_eks.quantities import quantity
 
 NODE_GROUP = tokens.EKS_NODE_GROUP
 LAUNCH_TEMPLATE = tokens.EC2_LAUNCH_TEMPLATE
@@ -28,12 +30,12 @@ ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
 
 def _whole(value) -> int | None:
     known_number = number(value)
-    return None if known_number is None else int(known_number)
+    return None if known_number is None or not math.isfinite(known_number) else int(known_number)
 
 
 NEURON_AMI_ALIAS_FAMILY = "al2023"
-RELEASE_VERSION = re.compile(r"^\d+\.\d+\.\d+-(\d{8})$")  # EKS: k8s_major.k8s_minor.k8s_patch-release_date
-PINNED_ALIAS = re.compile(rf"^{NEURON_AMI_ALIAS_FAMILY}@v(\d{{8}})$")
+RELEASE_VERSION = re.compile(r"\A\d+\.\d+\.\d+-(\d{8})\Z", re.ASCII)  # EKS: k8s_major.k8s_minor.k8s_patch-release_date
+PINNED_ALIAS = re.compile(rf"\A{NEURON_AMI_ALIAS_FAMILY}@v(\d{{8}})\Z", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,8 @@ class TrainiumGroup:
     def _template_props(self) -> dict:
         if self.template is None:
             return {}
-        return self.template.props.get("spec") or {} if self.elastic else self.template.props
+        spec = self.template.props.get("spec")
+        return (spec if isinstance(spec, dict) else {}) if self.elastic else self.template.props
 
     def _template_links(self, prop: str, type_: str) -> list[Node]:
         if self.template is None:
@@ -63,7 +66,7 @@ class TrainiumGroup:
         terms = dig(self.template.props, "spec", "amiSelectorTerms") if self.template is not None else None
         if not known(terms):
             return None
-        return [t.get("alias") for t in terms or [] if isinstance(t, dict)]
+        return [t.get("alias") for t in terms if isinstance(t, dict)] if isinstance(terms, list) else []
 
     def pinned_release(self) -> tuple[str | None, str] | None:
         """The amazon-eks-ami release date the group pins (None: it pins none) and how the group spells its image;
@@ -71,8 +74,8 @@ class TrainiumGroup:
         pool as an ``al2023@v<date>`` alias."""
         if self.elastic:
             aliases = self.ami_aliases()
-            if aliases is None:
-                return None
+            if aliases is None or self.template is None:
+                return None  # unknown, or no EC2NodeClass (trainium-efa-interface-per-network-card names that)
             match = PINNED_ALIAS.match(aliases[0]) if len(aliases) == 1 and isinstance(aliases[0], str) else None
             return (match.group(1) if match else None), f"alias {', '.join(map(str, aliases)) or '(none)'}"
         release = self.node.props.get("releaseVersion")
@@ -91,8 +94,8 @@ class TrainiumGroup:
         """The most nodes the group can run: the node group's maxSize, or the pool's CPU limit in nodes."""
         if not self.elastic:
             return _whole(dig(self.node.props, "scalingConfig", "maxSize"))
-        cpu = _whole(dig(self.node.props, "spec", "limits", "cpu"))
-        return None if cpu is None else cpu // self.spec.vcpus
+        cpu = quantity(dig(self.node.props, "spec", "limits", "cpu"))  # "1280000m" is 1280 CPUs
+        return None if cpu is None else max(0, math.floor(cpu / self.spec.vcpus))
 
     @property
     def desired_size(self) -> int | None:
@@ -127,7 +130,7 @@ class TrainiumGroup:
 
     def taints(self) -> list[dict]:
         taints = dig(self.node.props, "spec", "template", "spec", "taints") if self.elastic else self.node.props.get("taints")
-        return [t for t in taints if known(t)] if isinstance(taints, list) else []
+        return [t for t in taints if isinstance(t, dict) and known(t)] if isinstance(taints, list) else []
 
     def interfaces(self) -> list | None:
         """The nodes' network interfaces as listed, or None while unknown."""
@@ -169,7 +172,7 @@ def requirement_values(node_pool: Node, key: str) -> list | None:
     for requirement in requirements if isinstance(requirements, list) else []:
         if isinstance(requirement, dict) and requirement.get("key") == key and requirement.get("operator") == "In":
             values = requirement.get("values")
-            return values if isinstance(values, list) and known(values) else None
+            return [v for v in values if isinstance(v, str)] if isinstance(values, list) and known(values) else None
     return None
 
 
@@ -215,8 +218,11 @@ def trainium_groups(graph: Graph) -> list[TrainiumGroup]:
 
 def tolerates(tolerations, taint: dict) -> bool:
     """Kubernetes toleration matching, for a taint in the EKS API spelling (NO_SCHEDULE) or Kubernetes' own."""
-    effect = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}.get(
-        taint.get("effect"), taint.get("effect")
+    effect = taint.get("effect")
+    effect = (
+        {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}.get(effect, effect)
+        if isinstance(effect, str)
+        else effect
     )
     for toleration in tolerations if isinstance(tolerations, list) else []:
         if not isinstance(toleration, dict) or toleration.get("effect") not in (None, "", effect):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from policies.rules import Violation, describe
+from policies.rules import Violation, describe, listed
 from policies.rules.deploy_path import admits
-from policies.rules.security import IAM_ROLE, as_list, statements
+from policies.rules.iam import IAM_ROLE, allows, resources_of, statements
 from trainium_eks import tokens
 from trainium_eks.graph import Graph, Node, dig, is_unknown
 
@@ -21,7 +21,10 @@ INGRESS_RULE_TYPES = (tokens.VPC_SECURITY_GROUP_INGRESS_RULE, tokens.EC2_SECURIT
 # Session documents that forward a port, and nothing else (Systems Manager User Guide, "Session document schema";
 # the AWS-owned documents for port forwarding).
 PORT_FORWARDING_DOCUMENTS = ("AWS-StartPortForwardingSession", "AWS-StartPortForwardingSessionToRemoteHost")
-START_SESSION_ACTIONS = {"ssm:startsession", "ssm:*", "*"}
+START_SESSION = "ssm:StartSession"
+# The strings EC2 reads a boolean from (pulumi-aws sends some as strings, e.g. launch templates; Go's
+# strconv.ParseBool): anything else asked for a public address, or would fail the deployment.
+FALSE_WORDS = (False, "false", "False", "FALSE", "f", "F", "0")
 
 
 def _ingress_rules(graph: Graph, group: Node) -> list[Node]:
@@ -36,9 +39,11 @@ def instances_closed(graph: Graph, config: dict) -> Iterator[Violation]:
         problems = []
         if instance.props.get("keyName"):
             problems.append("has a key pair (remove keyName: sessions need none)")
-        if instance.props.get("associatePublicIpAddress") is True:
-            problems.append("has a public address (set associatePublicIpAddress to false)")
+        public = instance.props.get("associatePublicIpAddress")
+        if public is not None and not is_unknown(public) and public not in FALSE_WORDS:
+            problems.append(f"has a public address (associatePublicIpAddress {public!r}; set it to false)")
         metadata = instance.props.get("metadataOptions") or {}
+        metadata = metadata if isinstance(metadata, dict) or is_unknown(metadata) else {}
         if not is_unknown(metadata) and (
             metadata.get("httpTokens") != "required" or metadata.get("httpPutResponseHopLimit") not in (1, 1.0)
         ):
@@ -57,21 +62,22 @@ def instances_closed(graph: Graph, config: dict) -> Iterator[Violation]:
 
 def _documents(node: Node) -> list:
     if node.type == IAM_ROLE:
-        return [p.get("policy") for p in node.props.get("inlinePolicies") or [] if isinstance(p, dict)]
+        return [p.get("policy") for p in listed(node.props.get("inlinePolicies")) if isinstance(p, dict)]
     return [node.props.get("policy")]
 
 
 def session_access_scoped(node: Node, config: dict) -> Iterator[Violation]:
-    """A grant of ssm:StartSession names the instances it opens (no wildcard) and port-forwarding documents only: a
-    shell document, or none named, would give a shell on the host."""
+    """A grant of ssm:StartSession (by name, by a wildcard such as ``ssm:Start*``, or through a NotAction that does not
+    list it) names the instances it opens (no wildcard) and port-forwarding documents only: a shell document, or none
+    named, would give a shell on the host."""
     for document in _documents(node):
         for statement in statements(document):
-            actions = {a.lower() for a in as_list(statement.get("Action", [])) if isinstance(a, str)}
-            if statement.get("Effect") != "Allow" or not actions & START_SESSION_ACTIONS:
+            if not allows(statement, START_SESSION):
                 continue
-            resources = [r for r in as_list(statement.get("Resource", [])) if isinstance(r, str)]
-            instances = [r for r in resources if ":instance/" in r or r == "*"]
+            resources = resources_of(statement)
             documents = [r for r in resources if ":document/" in r]
+            # a wildcard resource that is no document may stand for any instance
+            instances = [r for r in resources if ":instance/" in r or ("*" in r and r not in documents)]
             if any("*" in r for r in instances):
                 yield Violation(node.urn, f"{describe(node)} allows ssm:StartSession on every instance; name the host's ARN")
             if not documents or any(not r.endswith(PORT_FORWARDING_DOCUMENTS) for r in documents):

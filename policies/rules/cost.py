@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from policies.rules import Violation, describe
 from trainium_eks import cost, tokens
-from trainium_eks.graph import Graph, Node, is_unknown
+from trainium_eks.graph import Graph, Node, dig, is_unknown
+from trainium_eks.quantities import quantity
 from trainium_eks.trainium_groups import trainium_groups
 
 DEFAULT_REQUIRED_TAGS = ["environment", "owner", "cost-center"]
@@ -35,9 +36,25 @@ TAGGABLE_TYPES = frozenset(
 )
 
 
+def _unbounded_pools(groups) -> Iterator[Violation]:
+    """Karpenter launches a pool's nodes until its spec.limits are reached, and without limits without end (Karpenter
+    docs, NodePools, "spec.limits"); the node ceiling is read from the CPU limit, a Kubernetes quantity."""
+    for group in groups:
+        cpu = dig(group.node.props, "spec", "limits", "cpu")
+        if not group.elastic or is_unknown(cpu) or quantity(cpu) is not None:
+            continue
+        problem = "sets no spec.limits.cpu" if cpu is None else f"sets spec.limits.cpu {cpu!r}, which is no Kubernetes quantity"
+        yield Violation(
+            group.node.urn,
+            f"{describe(group.node)} {problem}, so Karpenter may launch {group.spec.name} nodes without end; set it to "
+            f"maxSize x {group.spec.vcpus} vCPUs (e.g. {group.spec.vcpus * 2} for two nodes)",
+        )
+
+
 def trainium_node_limit(graph: Graph, config: dict) -> Iterator[Violation]:
     limit = int(config.get("maxTrainiumNodes", 16))
     groups = trainium_groups(graph)
+    yield from _unbounded_pools(groups)
     sizes = [g.max_size for g in groups]
     if groups and None not in sizes and sum(sizes) > limit:
         yield Violation(
@@ -89,4 +106,5 @@ def add_default_tags(node: Node, config: dict) -> dict | None:
     fill = {key: defaults[key] for key in missing or [] if defaults.get(key)}
     if not fill:
         return None
-    return {**node.props, "tags": {**(node.props.get("tags") or {}), **fill}}
+    tags = node.props.get("tags")
+    return {**node.props, "tags": {**(tags if isinstance(tags, dict) else {}), **fill}}

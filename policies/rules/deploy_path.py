@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from policies.rules import Violation, describe
+from policies.rules import Violation, as_list, describe
+from policies.rules.iam import statements
 from policies.rules.network import PortRange, traffic_of
-from policies.rules.security import as_list, statements
 from trainium_eks import tokens
 from trainium_eks.graph import Graph, Node, dig, is_unknown
 
@@ -73,11 +73,13 @@ SOURCE_KEYS = ("aws:SourceArn", "aws:SourceAccount")
 def service_role_trust_scoped(node: Node, config: dict) -> Iterator[Violation]:
     for statement in statements(node.props.get("assumeRolePolicy")):
         principal = statement.get("Principal")
-        services = set(as_list(principal.get("Service", []))) if isinstance(principal, dict) else set()
+        named = as_list(principal.get("Service", [])) if isinstance(principal, dict) else []
+        services = {service for service in named if isinstance(service, str)}
         if statement.get("Effect") != "Allow" or not services - INSTANCE_SERVICES:
             continue
-        conditions = statement.get("Condition") or {}
-        keys = {key for operator in conditions.values() if isinstance(operator, dict) for key in operator}
+        conditions = statement.get("Condition")
+        operators = conditions.values() if isinstance(conditions, dict) else ()
+        keys = {key for operator in operators if isinstance(operator, dict) for key in operator}
         if not keys & set(SOURCE_KEYS):
             yield Violation(
                 node.urn,

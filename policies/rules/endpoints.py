@@ -19,35 +19,46 @@ IMAGE_PULL_SERVICES = ("ecr.api", "ecr.dkr")
 
 def _nat_route_tables(graph: Graph, vpc: Node) -> list[Node]:
     tables = [t for t in graph.of_type(tokens.EC2_ROUTE_TABLE) if vpc in t.linked("vpcId")]
-    return [t for t in tables if any(isinstance(r, dict) and r.get("natGatewayId") for r in t.props.get("routes") or [])]
+    return [t for t in tables if any(isinstance(r, dict) and r.get("natGatewayId") for r in _listed(t.props.get("routes")))]
+
+
+def _listed(value) -> list:
+    return value if isinstance(value, list) else []
 
 
 def image_pulls_through_endpoints(graph: Graph, config: dict) -> Iterator[Violation]:
+    """One finding per VPC, naming everything that sends pulls through NAT."""
     if not trainium_groups(graph):
         return
     for vpc in graph.of_type(tokens.EC2_VPC):
         endpoints = [e for e in graph.of_type(tokens.EC2_VPC_ENDPOINT) if vpc in e.linked("vpcId")]
-        if any(vpc_endpoint_service(e) is None for e in endpoints):
-            continue  # a preview that does not know the services yet
+        if any(is_unknown(e.props.get("serviceName")) for e in endpoints):
+            continue  # a preview that does not know the services yet (a null or malformed one is no service)
         gateway = [e for e in endpoints if vpc_endpoint_service(e) == "s3" and e.props.get("vpcEndpointType") == "Gateway"]
         routed = {id(t) for e in gateway for t in e.linked("routeTableIds")}
         unrouted = [t for t in _nat_route_tables(graph, vpc) if id(t) not in routed]
+        problems = []
         if not gateway or unrouted:
-            yield Violation(
-                vpc.urn,
-                f"{describe(vpc)} sends S3 traffic (ECR's image layers, datasets) through NAT from "
-                f"{', '.join(t.name for t in unrouted) or 'its private route tables'}; add an S3 gateway endpoint on "
-                "every route table with a NAT route",
+            problems.append(
+                "sends S3 traffic (ECR's image layers, datasets) through NAT from "
+                f"{', '.join(t.name for t in unrouted) or 'its private route tables'}; add an S3 gateway endpoint on every "
+                "route table with a NAT route"
             )
-        for service in IMAGE_PULL_SERVICES:
-            interface = [
-                e for e in endpoints if vpc_endpoint_service(e) == service and e.props.get("vpcEndpointType") == "Interface"
-            ]
+        missing = [
+            service
+            for service in IMAGE_PULL_SERVICES
             if not any(
-                dig(e.props, "privateDnsEnabled") is True or is_unknown(dig(e.props, "privateDnsEnabled")) for e in interface
-            ):
-                yield Violation(
-                    vpc.urn,
-                    f"{describe(vpc)} has no {service} interface endpoint with private DNS, so image pulls go through "
-                    f"NAT; add one (com.amazonaws.<region>.{service}, privateDnsEnabled: true)",
-                )
+                vpc_endpoint_service(e) == service
+                and e.props.get("vpcEndpointType") == "Interface"
+                and (dig(e.props, "privateDnsEnabled") is True or is_unknown(dig(e.props, "privateDnsEnabled")))
+                for e in endpoints
+            )
+        ]
+        if missing:
+            problems.append(
+                f"has no {' or '.join(missing)} interface endpoint with private DNS, so image pulls go through NAT; add "
+                + ", ".join(f"com.amazonaws.<region>.{service}" for service in missing)
+                + " (privateDnsEnabled: true)"
+            )
+        if problems:
+            yield Violation(vpc.urn, f"{describe(vpc)} {'; it '.join(problems)}")

@@ -17,7 +17,7 @@ from trainium_eks.graph import Graph, dig, is_unknown
 
 HELM_RELEASE_TYPES = (tokens.HELM_RELEASE, tokens.HELM_CHART)
 EFA_CHART = "aws-efa-k8s-device-plugin"
-EKS_IMAGE = re.compile(r"^\d{12}\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com/eks/")
+EKS_IMAGE = re.compile(r"\A\d{12}\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com/eks/", re.ASCII)
 
 
 def stack_region(graph: Graph) -> str | None:

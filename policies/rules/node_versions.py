@@ -18,7 +18,7 @@ from trainium_eks.trainium_groups import RELEASE_VERSION
 
 def _minor(version: str) -> tuple[int, int] | None:
     parts = version.split(".") if isinstance(version, str) else []
-    return (int(parts[0]), int(parts[1])) if len(parts) >= 2 and all(p.isdigit() for p in parts[:2]) else None
+    return (int(parts[0]), int(parts[1])) if len(parts) >= 2 and all(p.isascii() and p.isdigit() for p in parts[:2]) else None
 
 
 def _cluster_version(node_group: Node) -> str | None:

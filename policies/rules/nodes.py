@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from policies.rules import Violation, describe
-from policies.rules.security import IAM_ROLE, ROLE_POLICY_ATTACHMENT, as_list, statements
+from policies.rules import Violation, as_list, describe, listed
+from policies.rules.iam import IAM_ROLE, ROLE_POLICY_ATTACHMENT, statements
 from trainium_eks.graph import Graph, Node
 
 EC2_SERVICE = "ec2.amazonaws.com"
@@ -34,9 +34,9 @@ def _is_node_role(role: Node) -> bool:
 def node_role_least_privilege(graph: Graph, config: dict) -> Iterator[Violation]:
     for attachment in graph.of_type(ROLE_POLICY_ATTACHMENT):
         arn = attachment.props.get("policyArn")
-        if arn in NOT_ON_NODES and any(_is_node_role(r) for r in attachment.linked("role", IAM_ROLE)):
+        if isinstance(arn, str) and arn in NOT_ON_NODES and any(_is_node_role(r) for r in attachment.linked("role", IAM_ROLE)):
             yield Violation(attachment.urn, f"{describe(attachment)} gives the node role {arn}; {NOT_ON_NODES[arn]}")
     for role in graph.of_type(IAM_ROLE):
-        held = [a for a in role.props.get("managedPolicyArns") or [] if a in NOT_ON_NODES]
+        held = [a for a in listed(role.props.get("managedPolicyArns")) if isinstance(a, str) and a in NOT_ON_NODES]
         if held and _is_node_role(role):
             yield Violation(role.urn, f"{describe(role)} is a node role with {', '.join(held)}; {NOT_ON_NODES[held[0]]}")

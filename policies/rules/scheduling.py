@@ -8,14 +8,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from policies.rules import Violation, describe
+from policies.rules import Violation, describe, listed, shown
 from trainium_eks import catalog, layout, tokens
 from trainium_eks.graph import Graph, Node, dig, known
+from trainium_eks.quantities import quantity
 from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
 
 QUEUE = tokens.VOLCANO_QUEUE
-ETCD_IMAGE = re.compile(r"(^|/)etcd(:|@|$)")
-ETCD_PINNED_3_5 = re.compile(r":v3\.5\.\d+$")
+ETCD_IMAGE = re.compile(r"(\A|/)etcd(:|@|\Z)")
+ETCD_PINNED_3_5 = re.compile(r":v3\.5\.\d+\Z", re.ASCII)
 WORKLOAD_TYPES = (
     tokens.K8S_STATEFUL_SET,
     tokens.K8S_DEPLOYMENT,
@@ -26,10 +27,13 @@ WORKLOAD_TYPES = (
 
 
 def _efa_count(group: TrainiumGroup) -> int | None:
-    interfaces = group.interfaces() if group.template is not None else []
-    if interfaces is None or not all(known(i.get("interfaceType")) for i in interfaces):
+    if group.template is None:
+        return 0
+    interfaces = group.interfaces()
+    described = [i for i in interfaces or [] if isinstance(i, dict)]  # what is no object attaches nothing
+    if interfaces is None or not all(known(i.get("interfaceType")) for i in described):
         return None  # security groups inside the interfaces may be unknown in a preview; their types rarely are
-    return sum(1 for i in interfaces if i.get("interfaceType") in catalog.EFA_INTERFACE_TYPES)
+    return sum(1 for i in described if i.get("interfaceType") in catalog.EFA_INTERFACE_TYPES)
 
 
 def provisioned_capacity(graph: Graph) -> dict[str, int] | None:
@@ -61,25 +65,33 @@ def volcano_queue_within_capacity(graph: Graph, config: dict) -> Iterator[Violat
         capability = dig(queue.props, "spec", "capability", default={}) or {}
         if not known(capability):
             continue
+        if not isinstance(capability, dict):
+            yield Violation(queue.urn, f"{describe(queue)} has a capability {capability!r} that is no map of quantities")
+            continue
         for resource, limit in capacity.items():
             asked = capability.get(resource)
-            if asked is not None and _quantity(asked) > limit:
+            amount = quantity(asked)
+            if asked is not None and amount is None:
                 yield Violation(
                     queue.urn,
-                    f"{describe(queue)} allows {_quantity(asked)} {resource} but the node groups "
+                    f"{describe(queue)} allows {asked!r} {resource}, which is no Kubernetes quantity; write a number "
+                    "such as 16 (or 16k, 1Ki, 1e3)",
+                )
+            elif amount is not None and amount > limit:
+                yield Violation(
+                    queue.urn,
+                    f"{describe(queue)} allows {shown(float(amount))} {resource} but the node groups "
                     f"provide {limit} at their maximum size; lower the capability or raise maxSize",
                 )
-
-
-def _quantity(value) -> int:
-    return int(float(value))
 
 
 def etcd_pinned_with_v2_api(node: Node, config: dict) -> Iterator[Violation]:
     pod = dig(node.props, "spec", "template", "spec") if node.type != tokens.K8S_POD else node.props.get("spec")
     if not isinstance(pod, dict):
         return
-    for container in pod.get("containers", []) if known(pod.get("containers")) else []:
+    for container in pod.get("containers") if isinstance(pod.get("containers"), list) else []:
+        if not isinstance(container, dict):
+            continue
         image = str(container.get("image", ""))
         if not ETCD_IMAGE.search(image):
             continue
@@ -89,7 +101,8 @@ def etcd_pinned_with_v2_api(node: Node, config: dict) -> Iterator[Violation]:
                 f"{describe(node)} runs etcd image '{image}'; pin an exact v3.5.x tag (3.6 removed "
                 "the v2 API that torch's etcd rendezvous uses)",
             )
-        flags = [*container.get("command", []), *container.get("args", [])]
-        env = {e.get("name"): e.get("value") for e in container.get("env", [])}
+        flags = [*listed(container.get("command")), *listed(container.get("args"))]
+        variables = [e for e in listed(container.get("env")) if isinstance(e, dict) and isinstance(e.get("name"), str)]
+        env = {e["name"]: e.get("value") for e in variables}
         if "--enable-v2=true" not in flags and "--enable-v2" not in flags and env.get("ETCD_ENABLE_V2") != "true":
             yield Violation(node.urn, f"{describe(node)} runs etcd without the v2 API; add --enable-v2=true")

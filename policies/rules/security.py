@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 
-from policies.rules import Violation, describe, shown
+from policies.rules import Violation, describe, listed, shown
 from policies.rules.network import internet_covered, internet_exposures, parse_cidrs, sources_of, traffic_of
 from trainium_eks import tokens
 from trainium_eks.graph import Graph, Node, dig, is_unknown, known
@@ -24,14 +23,6 @@ KMS_KEY = tokens.KMS_KEY
 SECURITY_GROUP = tokens.EC2_SECURITY_GROUP
 SECURITY_GROUP_RULE = tokens.EC2_SECURITY_GROUP_RULE
 VPC_INGRESS_RULE = tokens.VPC_SECURITY_GROUP_INGRESS_RULE
-IAM_ROLE = tokens.IAM_ROLE
-IAM_POLICY_TYPES = (
-    tokens.IAM_ROLE_POLICY,
-    tokens.IAM_POLICY,
-    tokens.IAM_USER_POLICY,
-    tokens.IAM_GROUP_POLICY,
-)
-ROLE_POLICY_ATTACHMENT = tokens.IAM_ROLE_POLICY_ATTACHMENT
 HELM_RELEASE = tokens.HELM_RELEASE
 HELM_CHART = tokens.HELM_CHART
 SERVICE = tokens.K8S_SERVICE
@@ -45,7 +36,7 @@ POD = tokens.K8S_POD
 CRON_JOB = tokens.K8S_CRON_JOB
 STATEFUL_TYPES = (FSX, ECR, KMS_KEY, EKS_COMPONENT, EKS_CLUSTER)
 CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
-EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
+EXACT_VERSION = re.compile(r"\Av?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?\Z", re.ASCII)
 INTERNAL_LB_ANNOTATIONS = {
     "service.beta.kubernetes.io/aws-load-balancer-internal": ("true",),
     "service.beta.kubernetes.io/aws-load-balancer-scheme": ("internal",),
@@ -90,7 +81,10 @@ def imdsv2_required(node: Node, config: dict) -> Iterator[Violation]:
 
 
 def encrypted_block_devices(node: Node, config: dict) -> Iterator[Violation]:
-    for mapping in _node_settings(node)[0].get("blockDeviceMappings") or []:
+    for mapping in listed(_node_settings(node)[0].get("blockDeviceMappings")):
+        if not isinstance(mapping, dict):
+            yield Violation(node.urn, f"{describe(node)} has a block device mapping {mapping!r} that is not an object")
+            continue
         encrypted = dig(mapping, "ebs", "encrypted")
         if not is_unknown(encrypted) and mapping.get("ebs") is not None and not _true(encrypted):
             yield Violation(node.urn, f"{describe(node)} maps {mapping.get('deviceName')} unencrypted; set ebs.encrypted")
@@ -107,7 +101,7 @@ def kms_encryption_at_rest(node: Node, config: dict) -> Iterator[Violation]:
         if isinstance(deployment, str) and deployment.startswith("PERSISTENT") and not node.props.get("kmsKeyId"):
             yield Violation(node.urn, f"{describe(node)} ({deployment}) has no KMS key; set kmsKeyId")
     elif node.type == ECR:
-        kinds = [c.get("encryptionType") for c in node.props.get("encryptionConfigurations") or [] if known(c)]
+        kinds = [c.get("encryptionType") for c in listed(node.props.get("encryptionConfigurations")) if isinstance(c, dict)]
         if "KMS" not in kinds:
             yield Violation(
                 node.urn,
@@ -117,10 +111,10 @@ def kms_encryption_at_rest(node: Node, config: dict) -> Iterator[Violation]:
 
 def control_plane_logging(node: Node, config: dict) -> Iterator[Violation]:
     required = config.get("requiredLogTypes") or CONTROL_PLANE_LOG_TYPES
-    enabled = node.props.get("enabledClusterLogTypes") or []
+    enabled = node.props.get("enabledClusterLogTypes")
     if not known(enabled):
         return
-    missing = [t for t in required if t not in enabled]
+    missing = [t for t in required if t not in listed(enabled)]
     if missing:
         yield Violation(node.urn, f"{describe(node)} does not log {', '.join(missing)}; add them to enabledClusterLogTypes")
 
@@ -140,8 +134,10 @@ def authentication_mode_api(node: Node, config: dict) -> Iterator[Violation]:
 
 
 def endpoint_public_access(node: Node, config: dict) -> Iterator[Violation]:
-    props = node.props if node.type == EKS_COMPONENT else node.props.get("vpcConfig") or {}
-    public = props.get("endpointPublicAccess")
+    props = node.props if node.type == EKS_COMPONENT else node.props.get("vpcConfig")
+    if is_unknown(props):
+        return
+    public = props.get("endpointPublicAccess") if isinstance(props, dict) else None
     if node.type == EKS_COMPONENT and public is None:
         public = True  # pulumi-eks's default
     if is_unknown(public) or not public:
@@ -209,60 +205,6 @@ def no_world_ingress(node: Node, config: dict) -> Iterator[Violation]:
         )
 
 
-def statements(document) -> list[dict]:
-    """The statements of an IAM policy document (JSON text or parsed); none when it is unknown or malformed."""
-    if isinstance(document, str):
-        if is_unknown(document):
-            return []
-        try:
-            document = json.loads(document)
-        except json.JSONDecodeError:
-            return []
-    statements = document.get("Statement", []) if isinstance(document, dict) else []
-    return [statements] if isinstance(statements, dict) else [s for s in statements if isinstance(s, dict)]
-
-
-def as_list(value) -> list:
-    return value if isinstance(value, list) else [value]
-
-
-def iam_no_wildcard_admin(node: Node, config: dict) -> Iterator[Violation]:
-    documents = [node.props.get("policy")]
-    if node.type == IAM_ROLE:
-        documents = [p.get("policy") for p in node.props.get("inlinePolicies") or [] if known(p)]
-    for document in documents:
-        for statement in statements(document):
-            actions, resources = as_list(statement.get("Action", [])), as_list(statement.get("Resource", []))
-            if statement.get("Effect") == "Allow" and {"*", "*:*"} & set(actions) and "*" in resources:
-                yield Violation(
-                    node.urn,
-                    f"{describe(node)} allows every action on every resource; grant the "
-                    "actions the workload needs on the resources it uses",
-                )
-
-
-def _is_irsa_role(role: Node) -> bool:
-    return any(
-        "sts:AssumeRoleWithWebIdentity" in as_list(s.get("Action", [])) for s in statements(role.props.get("assumeRolePolicy"))
-    )
-
-
-def irsa_no_full_access(graph: Graph, config: dict) -> Iterator[Violation]:
-    for attachment in graph.of_type(ROLE_POLICY_ATTACHMENT):
-        arn = attachment.props.get("policyArn")
-        roles = attachment.linked("role", IAM_ROLE)
-        if isinstance(arn, str) and arn.endswith("FullAccess") and any(_is_irsa_role(r) for r in roles):
-            yield Violation(
-                attachment.urn,
-                f"{describe(attachment)} gives the service-account role {roles[0].name} {arn}; "
-                "attach a policy scoped to what the controller needs",
-            )
-    for role in graph.of_type(IAM_ROLE):
-        full = [a for a in role.props.get("managedPolicyArns") or [] if isinstance(a, str) and a.endswith("FullAccess")]
-        if full and _is_irsa_role(role):
-            yield Violation(role.urn, f"{describe(role)} is a service-account role with {', '.join(full)}; scope it down")
-
-
 def ecr_immutable_scan_on_push(node: Node, config: dict) -> Iterator[Violation]:
     mutability = node.props.get("imageTagMutability", "MUTABLE")
     if not is_unknown(mutability) and not str(mutability).startswith("IMMUTABLE"):
@@ -283,8 +225,8 @@ def _pod_specs(node: Node) -> list[dict]:
 
 def images_pinned(node: Node, config: dict) -> Iterator[Violation]:
     for spec in _pod_specs(node):
-        for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
-            image = container.get("image")
+        for container in [*listed(spec.get("initContainers")), *listed(spec.get("containers"))]:
+            image = container.get("image") if isinstance(container, dict) else None
             if not isinstance(image, str) or is_unknown(image):
                 continue
             last_part = image.rsplit("/", 1)[-1]
@@ -310,7 +252,7 @@ def helm_release_pinned(node: Node, config: dict) -> Iterator[Violation]:
     )
     if is_unknown(repository):
         return
-    if not repository or repository.rstrip("/") not in [r.rstrip("/") for r in allowed]:
+    if not isinstance(repository, str) or repository.rstrip("/") not in [str(r).rstrip("/") for r in allowed]:
         yield Violation(
             node.urn,
             f"{describe(node)} installs {chart} from {repository or 'an unnamed repository'}, "
@@ -319,12 +261,13 @@ def helm_release_pinned(node: Node, config: dict) -> Iterator[Violation]:
 
 
 def no_public_load_balancer(node: Node, config: dict) -> Iterator[Violation]:
-    if node.props.get("spec", {}).get("type") != "LoadBalancer":
+    if dig(node.props, "spec", "type") != "LoadBalancer":
         return
     name = dig(node.props, "metadata", "name")
-    if name in (config.get("allowedServices") or []):
+    if isinstance(name, str) and name in (config.get("allowedServices") or []):
         return
-    annotations = dig(node.props, "metadata", "annotations", default={}) or {}
+    annotations = dig(node.props, "metadata", "annotations")
+    annotations = annotations if isinstance(annotations, dict) else {}
     if not any(annotations.get(k) in values for k, values in INTERNAL_LB_ANNOTATIONS.items()):
         yield Violation(
             node.urn,

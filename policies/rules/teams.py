@@ -1,5 +1,6 @@
-"""Team rules: each team's workspace stays its own. Access in its namespace only, a volume on its own directory of
-the file system, and quotas that together fit the Neuron capacity the node groups provide.
+"""Team rules: each team's workspace stays its own. Access in its namespace only, a Role that leaves the platform's
+limits alone, a volume on its own directory of the file system, and quotas that together fit the Neuron capacity the
+node groups provide.
 
 Teams are recognised by the label (Kubernetes) or tag (AWS) ``trainium-eks/team`` the platform puts on each of their
 resources.
@@ -12,9 +13,25 @@ from collections.abc import Iterator
 from policies.rules import Violation, describe, shown
 from policies.rules.scheduling import provisioned_capacity
 from trainium_eks import layout, tokens
-from trainium_eks.graph import Graph, Node, dig, is_unknown, known
+from trainium_eks.graph import Graph, Node, dig, known
+from trainium_eks.quantities import quantity
 
 QUOTA_PREFIX = "requests."
+READ_VERBS = frozenset({"get", "list", "watch"})
+# What holds a team to its share and its network, which a team's Role may read but never change: its quota and
+# NetworkPolicies, the Volcano queues and the PodGroups that hold a job's place in them.
+PLATFORM_HELD = frozenset(
+    {
+        ("", "resourcequotas"),
+        ("networking.k8s.io", "networkpolicies"),
+        ("scheduling.volcano.sh", "queues"),
+        ("scheduling.volcano.sh", "podgroups"),
+    }
+)
+# The verbs that let a holder grant more than it holds (Kubernetes RBAC, "Privilege escalation prevention").
+ESCALATING_VERBS = frozenset({"bind", "escalate"})
+RBAC_GROUP = "rbac.authorization.k8s.io"
+ROLE_RESOURCES = frozenset({"roles", "clusterroles"})
 
 
 def team_of(node: Node) -> str | None:
@@ -22,31 +39,57 @@ def team_of(node: Node) -> str | None:
     return team if isinstance(team, str) and known(team) else None
 
 
-def _team_subjects(binding: Node, groups: dict[str, str]) -> list[str]:
-    """The teams whose group ``binding`` names as a subject."""
+def _group_subjects(binding: Node) -> list[object]:
+    """The names of the groups ``binding`` names as subjects, as written."""
     subjects = binding.props.get("subjects")
     if not isinstance(subjects, list):
         return []
-    return [groups[s["name"]] for s in subjects if isinstance(s, dict) and s.get("kind") == "Group" and s.get("name") in groups]
+    return [s.get("name") for s in subjects if isinstance(s, dict) and s.get("kind") == "Group" and known(s.get("name"))]
+
+
+def _bound_teams(binding: Node, groups: dict[str, str]) -> Iterator[Violation | str]:
+    """The teams whose group ``binding`` names, and a violation for a group name that is no string (it may be any
+    team's: fail closed)."""
+    for name in _group_subjects(binding):
+        if not isinstance(name, str):
+            yield Violation(binding.urn, f"{describe(binding)} names the group {name!r}, which is no group name")
+        elif name in groups:
+            yield groups[name]
 
 
 def team_access_namespaced(graph: Graph, config: dict) -> Iterator[Violation]:
     entries = [(entry, team_of(entry)) for entry in graph.of_type(tokens.EKS_ACCESS_ENTRY)]
-    principals = {entry.props.get("principalArn"): team for entry, team in entries if team}
+    principals: dict[str, str] = {}
     for entry, team in entries:
-        groups = entry.props.get("kubernetesGroups")
-        if team and known(groups) and list(groups or []) != [layout.team_group(team)]:
+        if not team:
+            continue
+        principal, groups = entry.props.get("principalArn"), entry.props.get("kubernetesGroups")
+        if isinstance(principal, str):
+            principals[principal] = team
+        elif known(principal):
+            yield Violation(entry.urn, f"{describe(entry)} of team {team} names the principal {principal!r}, which is no ARN")
+        if known(groups) and groups != [layout.team_group(team)]:
             yield Violation(
                 entry.urn,
-                f"{describe(entry)} of team {team} carries the groups {groups}; a member's entry carries "
+                f"{describe(entry)} of team {team} carries the groups {groups!r}; a member's entry carries "
                 f"{layout.team_group(team)} alone, bound in {layout.team_namespace(team)}",
             )
     for association in graph.of_type(tokens.EKS_ACCESS_POLICY_ASSOCIATION):
-        team = principals.get(association.props.get("principalArn"))
-        scope = association.props.get("accessScope") or {}
-        if team is None or is_unknown(scope):
+        principal = association.props.get("principalArn")
+        if not known(principal):
             continue
-        if scope.get("type") != "namespace" or list(scope.get("namespaces") or []) != [layout.team_namespace(team)]:
+        if not isinstance(principal, str):  # it may be a team member's: fail closed
+            if principals:
+                yield Violation(association.urn, f"{describe(association)} names the principal {principal!r}, which is no ARN")
+            continue
+        team, scope = principals.get(principal), association.props.get("accessScope")
+        if team is None or not known(scope):
+            continue
+        if (
+            not isinstance(scope, dict)
+            or scope.get("type") != "namespace"
+            or scope.get("namespaces") != [layout.team_namespace(team)]
+        ):
             yield Violation(
                 association.urn,
                 f"{describe(association)} grants a member of team {team} {association.props.get('policyArn')} beyond "
@@ -54,21 +97,79 @@ def team_access_namespaced(graph: Graph, config: dict) -> Iterator[Violation]:
             )
     groups = {layout.team_group(team): team for _, team in entries if team}
     groups.update({layout.team_group(team): team for team in filter(None, map(team_of, graph.of_type(tokens.K8S_NAMESPACE)))})
+    if not groups:
+        return
     for binding in graph.of_type(tokens.K8S_CLUSTER_ROLE_BINDING):
-        for team in _team_subjects(binding, groups):
-            yield Violation(
-                binding.urn,
-                f"{describe(binding)} binds team {team}'s group cluster-wide; bind a Role in {layout.team_namespace(team)}",
+        for team in _bound_teams(binding, groups):
+            yield (
+                team
+                if isinstance(team, Violation)
+                else Violation(
+                    binding.urn,
+                    f"{describe(binding)} binds team {team}'s group cluster-wide; bind a Role in {layout.team_namespace(team)}",
+                )
             )
     for binding in graph.of_type(tokens.K8S_ROLE_BINDING):
         namespace = dig(binding.props, "metadata", "namespace")
-        for team in _team_subjects(binding, groups):
-            if known(namespace) and namespace != layout.team_namespace(team):
+        for team in _bound_teams(binding, groups):
+            if isinstance(team, Violation):
+                yield team
+            elif known(namespace) and namespace != layout.team_namespace(team):
                 yield Violation(
                     binding.urn,
                     f"{describe(binding)} gives team {team} access to the namespace {namespace}; a team acts in "
                     f"{layout.team_namespace(team)} only",
                 )
+
+
+def _strings(value: object) -> list[str]:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+def _beyond_team(rule: object) -> Iterator[str]:
+    """What one rule of a Role grants that a team's Role must not."""
+    if not isinstance(rule, dict):
+        return
+    groups, resources, verbs = (_strings(rule.get(key)) for key in ("apiGroups", "resources", "verbs"))
+    wildcards = [key for key, values in (("apiGroups", groups), ("resources", resources), ("verbs", verbs)) if "*" in values]
+    if wildcards:
+        yield f"'*' in its {' and '.join(wildcards)}"
+        return
+    writes, escalating = sorted(set(verbs) - READ_VERBS), sorted(ESCALATING_VERBS & set(verbs))
+    for group in groups:
+        for resource in resources:
+            base = resource.split("/")[0]  # a subresource (resourcequotas/status) is its resource's
+            if writes and (group, base) in PLATFORM_HELD:
+                yield f"{', '.join(writes)} on {resource}"
+            if escalating and group == RBAC_GROUP and base in ROLE_RESOURCES:
+                yield f"{', '.join(escalating)} on {resource}"
+
+
+def team_role_bounded(graph: Graph, config: dict) -> Iterator[Violation]:
+    """A Role of a team (labelled, or in a team's namespace) holds no wildcard, changes none of what holds the team
+    to its share and network, and cannot grant more than it holds."""
+    namespaces = {layout.team_namespace(t): t for t in filter(None, map(team_of, graph.of_type(tokens.K8S_NAMESPACE)))}
+    for role in graph.of_type(tokens.K8S_ROLE):
+        namespace = dig(role.props, "metadata", "namespace")
+        team = team_of(role) or (namespaces.get(namespace) if isinstance(namespace, str) else None)
+        rules = role.props.get("rules")
+        if team is None or not known(rules) or not isinstance(rules, list):
+            continue
+        grants = [grant for rule in rules for grant in _beyond_team(rule)]
+        if grants:
+            yield Violation(
+                role.urn,
+                f"{describe(role)} of team {team} grants {'; '.join(grants)}; a team's Role names its API groups, "
+                "resources and verbs, only reads its quota, NetworkPolicies, queues and PodGroups, and holds no bind "
+                "or escalate on Roles",
+            )
+
+
+def _own_directory(mount_name: str, directory: str) -> bool:
+    """``<file system mount name><directory>``: one segment, the file system's, before the team's directory. Anything
+    else (``..`` segments, a path through another team's directory) may reach beyond it."""
+    prefix = mount_name[: -len(directory)] if mount_name.endswith(directory) else None
+    return prefix is not None and "/" not in prefix and prefix not in ("", ".", "..")
 
 
 def team_volume_own_directory(node: Node, config: dict) -> Iterator[Violation]:
@@ -77,24 +178,34 @@ def team_volume_own_directory(node: Node, config: dict) -> Iterator[Violation]:
         return
     mount_name = dig(node.props, "spec", "csi", "volumeAttributes", "mountname")
     directory = layout.team_directory(team)
-    if known(mount_name) and isinstance(mount_name, str) and not mount_name.endswith(directory):
+    if (
+        known(mount_name)
+        and mount_name is not None
+        and not (isinstance(mount_name, str) and _own_directory(mount_name, directory))
+    ):
         yield Violation(
             node.urn,
             f"{describe(node)} of team {team} mounts '{mount_name}', not the team's directory; set its mountname to "
             f"<mount name>{directory}, so that the team sees nothing of the file system above it",
         )
-    claim = dig(node.props, "spec", "claimRef") or {}
-    if known(claim) and claim.get("namespace") != layout.team_namespace(team):
-        yield Violation(
-            node.urn,
-            f"{describe(node)} of team {team} is not reserved for its namespace (claimRef namespace "
-            f"{claim.get('namespace')!r}); bind it to the team's claim in {layout.team_namespace(team)}",
-        )
+    claim, namespace = dig(node.props, "spec", "claimRef"), layout.team_namespace(team)
+    if not known(claim):
+        return
+    if claim is not None and not isinstance(claim, dict):  # it reserves the volume for no claim
+        held = f"claimRef {claim!r}, which is no object reference"
+    elif (claim or {}).get("namespace") != namespace:
+        held = f"claimRef namespace {(claim or {}).get('namespace')!r}"
+    else:
+        return
+    yield Violation(
+        node.urn,
+        f"{describe(node)} of team {team} is not reserved for its namespace ({held}); bind it to the team's claim in {namespace}",
+    )
 
 
-def _hard(quota: Node, resource: str) -> float | None:
-    value = dig(quota.props, "spec", "hard", QUOTA_PREFIX + resource)
-    return float(value) if known(value) and value is not None else None
+def _hard(quota: Node, resource: str) -> object:
+    """The quota's hard limit on ``requests.<resource>`` as written (None: it sets none)."""
+    return dig(quota.props, "spec", "hard", QUOTA_PREFIX + resource)
 
 
 def team_quotas_within_capacity(graph: Graph, config: dict) -> Iterator[Violation]:
@@ -107,16 +218,34 @@ def team_quotas_within_capacity(graph: Graph, config: dict) -> Iterator[Violatio
                 f"{describe(namespace)} of team {team} has no ResourceQuota on {QUOTA_PREFIX}{layout.NEURON_DEVICE_RESOURCE}; "
                 "give the team its share as a quota",
             )
+    amounts = {}  # team -> resource -> the quota's hard limit, as a number
+    for team, quota in sorted(quotas.items()):
+        hard = dig(quota.props, "spec", "hard")
+        if not known(hard):
+            continue
+        if not isinstance(hard, dict):
+            hard = {"": hard}  # reported below: a hard limit that is no map of quantities
+        amounts[team] = {}
+        for key, value in hard.items():
+            amount = quantity(value)
+            if amount is None:
+                yield Violation(
+                    quota.urn,
+                    f"{describe(quota)} of team {team} sets {key or 'spec.hard'} to {value!r}, which is no Kubernetes "
+                    "quantity; write a number such as 16 (or 16k, 1Ki, 1e3)",
+                )
+            elif key.startswith(QUOTA_PREFIX):
+                amounts[team][key.removeprefix(QUOTA_PREFIX)] = amount
     capacity = provisioned_capacity(graph)
-    if capacity is None or not quotas:
+    if capacity is None or not amounts:
         return
     for resource, provided in capacity.items():
-        asked = [(team, _hard(quota, resource)) for team, quota in sorted(quotas.items())]
-        total = sum(amount for _, amount in asked if amount is not None)
+        asked = [(team, held[resource]) for team, held in amounts.items() if resource in held]
+        total = sum(amount for _, amount in asked)
         if total > provided:
-            shares = ", ".join(f"{team} {shown(amount)}" for team, amount in asked if amount is not None)
+            shares = ", ".join(f"{team} {shown(float(amount))}" for team, amount in asked)
             yield Violation(
                 quotas[asked[0][0]].urn,
-                f"the teams' quotas add up to {shown(total)} {resource} ({shares}) but the node groups provide "
+                f"the teams' quotas add up to {shown(float(total))} {resource} ({shares}) but the node groups provide "
                 f"{provided} at their maximum size; lower the teams' neuronShare or raise maxSize",
             )

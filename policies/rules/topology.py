@@ -56,7 +56,7 @@ def _efa_interfaces(group: TrainiumGroup) -> list | None:
     if group.template is None:
         return None
     interfaces = group.interfaces()
-    if interfaces is None or not all(known([i.get(f) for f in EFA_LAYOUT_FIELDS]) for i in interfaces):
+    if interfaces is None or not all(known([i.get(f) for f in EFA_LAYOUT_FIELDS]) for i in interfaces if isinstance(i, dict)):
         return None
     return interfaces
 
@@ -66,7 +66,70 @@ def _no_template(group: TrainiumGroup) -> str:
     return f"{describe(group.node)} has no {kind}"
 
 
+def _index(value, default: int) -> int | None:
+    """A network card or device index as EC2 reads it (a whole number; unset: ``default``), else None."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not float(value).is_integer():
+        return None
+    return int(value)
+
+
+def _numbers(values) -> str:
+    """``0, 2, 5-7``: whole numbers in order, runs joined."""
+    runs: list[list[int]] = []
+    for value in sorted(values):
+        if runs and value == runs[-1][-1] + 1:
+            runs[-1].append(value)
+        else:
+            runs.append([value])
+    return ", ".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
+
+
+def _places(slots) -> str:
+    """``network card 0 device index 1 and network cards 1-15 device index 0``."""
+    by_device: dict[int, list[int]] = {}
+    for card, device in slots:
+        by_device.setdefault(device, []).append(card)
+    return " and ".join(
+        f"network card{'s' if len(cards) > 1 else ''} {_numbers(cards)} device index {device}"
+        for device, cards in sorted(by_device.items(), key=lambda item: (min(item[1]), item[0]))
+    )
+
+
+def _layout_problems(group: TrainiumGroup, interfaces: list) -> list[str]:
+    """How the interfaces differ from the catalog's layout for the type, each kind of difference once."""
+    cards = group.spec.network_cards
+    problems, found = [], {}
+    for position, interface in enumerate(interfaces):
+        card = _index(interface.get("networkCardIndex"), 0) if isinstance(interface, dict) else None
+        device = _index(interface.get("deviceIndex"), -1) if isinstance(interface, dict) else None
+        if card is None or device is None:
+            problems.append(f"interface {position} is not an object with whole networkCardIndex and deviceIndex")
+            continue
+        if (card, device) in found:
+            problems.append(f"attaches two interfaces at network card {card} device index {device}")
+        # EC2 takes an interface without a type as a plain ENA interface.
+        kind = interface.get("interfaceType") or catalog.ENA_INTERFACE
+        found[(card, device)] = kind if isinstance(kind, str) else repr(kind)
+    efa_cards = {card for (card, _), kind in found.items() if kind in catalog.EFA_INTERFACE_TYPES}
+    if efa_cards != set(range(cards)):
+        problems.append(f"attaches EFA on network cards {_numbers(efa_cards) or 'none'} of the {cards} (0-{cards - 1})")
+    expected = {(s.network_card_index, s.device_index): s.interface_type for s in group.spec.efa_layout()}
+    differences: dict[tuple, list] = {}
+    for slot in sorted(found.keys() | expected.keys()):
+        if found.get(slot) != expected.get(slot):
+            differences.setdefault((found.get(slot), expected.get(slot)), []).append(slot)
+    for (has, wanted), slots in differences.items():
+        problems.append(
+            f"has {_kind(has)} at {_places(slots)} where the hardware catalog's layout for {group.spec.name} (EC2's "
+            f"recommended one) has {_kind(wanted)}"
+        )
+    return problems
+
+
 def efa_interface_per_network_card(graph: Graph, config: dict) -> Iterator[Violation]:
+    """One finding per node template, naming every place its interfaces leave the catalog's layout."""
     for group in trainium_groups(graph):
         if not group.spec.supports_efa:
             continue
@@ -79,32 +142,13 @@ def efa_interface_per_network_card(graph: Graph, config: dict) -> Iterator[Viola
             )
             continue
         interfaces = _efa_interfaces(group)
-        if interfaces is None:
-            continue
-        template = describe(group.template)
-        # EC2 takes an interface without a type as a plain ENA interface.
-        found = {
-            (int(i.get("networkCardIndex", 0)), int(i.get("deviceIndex", -1))): i.get("interfaceType") or catalog.ENA_INTERFACE
-            for i in interfaces
-        }
-        if len(found) < len(interfaces):
-            yield Violation(group.template.urn, f"{template} attaches two interfaces at one network card and device index")
-        efa_cards = sorted({card for (card, _), kind in found.items() if kind in catalog.EFA_INTERFACE_TYPES})
-        if efa_cards != list(range(cards)):
+        problems = _layout_problems(group, interfaces) if interfaces is not None else []
+        if problems:
             yield Violation(
                 group.template.urn,
-                f"{template} attaches EFA on network cards {efa_cards} but {group.spec.name} has {cards} cards; "
-                f"attach one EFA interface per card 0..{cards - 1}",
+                f"{describe(group.template)} {'; '.join(problems)}; attach one EFA interface per network card "
+                f"0-{cards - 1} in the catalog's layout",
             )
-        expected = {(s.network_card_index, s.device_index): s.interface_type for s in group.spec.efa_layout()}
-        for card, device in sorted(found.keys() | expected.keys()):
-            if found.get((card, device)) != expected.get((card, device)):
-                yield Violation(
-                    group.template.urn,
-                    f"{template} has {_kind(found.get((card, device)))} at network card {card} device index {device} "
-                    f"where the hardware catalog's layout for {group.spec.name} (EC2's recommended one) has "
-                    f"{_kind(expected.get((card, device)))}",
-                )
 
 
 def _kind(interface_type: str | None) -> str:

@@ -46,7 +46,7 @@ def _elastic_neuron_ami(group: TrainiumGroup) -> Iterator[Violation]:
     terms = dig(group.template.props, "spec", "amiSelectorTerms")
     if not known(terms):
         return
-    aliases = [t.get("alias") for t in terms or [] if isinstance(t, dict)]
+    aliases = [t.get("alias") for t in terms if isinstance(t, dict)] if isinstance(terms, list) else []
     if not aliases or not all(isinstance(a, str) and a.startswith(NEURON_AMI_ALIAS_FAMILY + "@") for a in aliases):
         yield Violation(
             group.template.urn,

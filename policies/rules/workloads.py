@@ -7,15 +7,16 @@ Pod Security Standard.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 
-from policies.rules import Violation, describe
+from policies.rules import Violation, describe, listed
 from trainium_eks import tokens
 from trainium_eks.graph import Graph, Node, dig, is_unknown, known
 
 WORKLOAD_TYPES = (tokens.K8S_STATEFUL_SET, tokens.K8S_DEPLOYMENT)
-ETCD_IMAGE = re.compile(r"(^|/)etcd(:|@|$)")
+ETCD_IMAGE = re.compile(r"(\A|/)etcd(:|@|\Z)")
 PART_OF = ("app.kubernetes.io/part-of", "trainium-eks")
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 ENFORCED_LEVELS = ("baseline", "restricted")
@@ -53,8 +54,7 @@ def _same_namespace(a: Node, b: Node) -> bool:
 
 
 def _keeps(budget: Node, replicas: int, quorum: int) -> bool:
-    spec = budget.props.get("spec") or {}
-    minimum, maximum = spec.get("minAvailable"), spec.get("maxUnavailable")
+    minimum, maximum = dig(budget.props, "spec", "minAvailable"), dig(budget.props, "spec", "maxUnavailable")
     if isinstance(minimum, (int, float)) and not isinstance(minimum, bool):
         return minimum >= quorum
     if isinstance(maximum, (int, float)) and not isinstance(maximum, bool):
@@ -66,7 +66,7 @@ def etcd_quorum_disruption_budget(graph: Graph, config: dict) -> Iterator[Violat
     budgets = graph.of_type(tokens.K8S_POD_DISRUPTION_BUDGET)
     for etcd, labels in _etcd_members(graph):
         replicas = dig(etcd.props, "spec", "replicas")
-        if is_unknown(replicas) or not isinstance(replicas, (int, float)) or replicas <= 1:
+        if is_unknown(replicas) or not isinstance(replicas, (int, float)) or not 1 < replicas < math.inf:
             continue
         quorum = int(replicas) // 2 + 1
         guarding = [b for b in budgets if _same_namespace(b, etcd) and _selects(b, labels, "selector")]
@@ -145,7 +145,7 @@ def _network_policy_enforced(graph: Graph) -> bool:
 
 
 def etcd_access_restricted(graph: Graph, config: dict) -> Iterator[Violation]:
-    policies = [p for p in graph.of_type(tokens.K8S_NETWORK_POLICY) if "Ingress" in (dig(p.props, "spec", "policyTypes") or [])]
+    policies = [p for p in graph.of_type(tokens.K8S_NETWORK_POLICY) if "Ingress" in listed(dig(p.props, "spec", "policyTypes"))]
     for etcd, labels in _etcd_members(graph):
         guarding = [p for p in policies if _same_namespace(p, etcd) and _selects(p, labels, "podSelector")]
         if not guarding:
@@ -155,7 +155,7 @@ def etcd_access_restricted(graph: Graph, config: dict) -> Iterator[Violation]:
                 "admit only the job namespace to its client port",
             )
             continue
-        rules = [r for p in guarding for r in (dig(p.props, "spec", "ingress") or []) if isinstance(r, dict)]
+        rules = [r for p in guarding for r in listed(dig(p.props, "spec", "ingress")) if isinstance(r, dict)]
         if any(_admits_anyone(r) for r in rules):
             yield Violation(etcd.urn, f"{describe(etcd)}'s NetworkPolicy admits any source; name the job namespace")
         if not _network_policy_enforced(graph):

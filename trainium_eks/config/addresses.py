@@ -1,17 +1,18 @@
-"""Whether the nodes fit the subnets' addresses: refused where the arithmetic leaves no doubt.
+"""Whether the nodes fit the subnets' addresses, counted as the VPC CNI takes them.
 
-Every Trainium node takes an address for each of its interfaces that has one (the launch template's layout,
-``TrainiumNodeGroupConfig.private_ips_per_node``) and one more for its training pod at the least: the VPC CNI gives
-each pod that is not on the host network an address of the node's subnet. A node running many pods, or the CNI's
-warm pool, takes more (up to ``catalog.InstanceType.most_addresses``; ``preflight plan`` prints both), so a stack
-that passes here can still run out on a crowded node; one that fails here could never reach its maxSize.
+The platform runs the VPC CNI with its defaults (no prefix delegation, ``WARM_ENI_TARGET`` 1): a node's default
+network card holds the interface its pods' addresses come from and one more, warm, each with all its addresses, as
+long as it runs fewer pods than one interface holds (a Trainium node runs one training pod and a few DaemonSets); a
+node crowded with pods holds every interface of the card (``catalog.InstanceType.node_addresses``). Interfaces the
+CNI does not manage add their own address (an EFA-only interface has none). A stack is refused when its nodes at
+maxSize, each taking what a running node takes, do not fit; ``preflight plan`` prints that figure and the crowded one.
 """
 
 from __future__ import annotations
 
 import ipaddress
 
-from trainium_eks import layout
+from trainium_eks import catalog, layout
 from trainium_eks.config import platform as p
 from trainium_eks.config.checks import Key, check
 
@@ -19,19 +20,21 @@ from trainium_eks.config.checks import Key, check
 # subnet is a /16 at the largest.
 RESERVED_PER_SUBNET = 5
 LARGEST_SUBNET_PREFIX = 16
-TRAINING_POD_ADDRESSES = 1
 
 
 def usable_addresses(prefix: int) -> int:
     return 2 ** (32 - prefix) - RESERVED_PER_SUBNET
 
 
-def least_addresses(group: p.TrainiumNodeGroupConfig) -> int:
-    """The addresses one node of ``group`` takes at the least: its interfaces' and its training pod's."""
-    return group.private_ips_per_node + TRAINING_POD_ADDRESSES
+def node_addresses(instance_type: str, interface_addresses: int, *, crowded: bool = False) -> int:
+    """The addresses one node takes: ``interface_addresses`` are its launch template's (the primary interface's
+    among them, which the CNI's first interface is)."""
+    return catalog.INSTANCE_TYPES[instance_type].node_addresses(interface_addresses - 1, crowded=crowded)
 
 
-def nodes_fit(network: p.NetworkConfig, groups: tuple[p.TrainiumNodeGroupConfig, ...], system_max: int, key: Key) -> None:
+def nodes_fit(
+    network: p.NetworkConfig, groups: tuple[p.TrainiumNodeGroupConfig, ...], cluster: p.ClusterConfig, key: Key
+) -> None:
     if network.existing is None:
         vpc_prefix = ipaddress.IPv4Network(network.vpc_cidr).prefixlen
         prefix = vpc_prefix + layout.PRIVATE_SUBNET_SPLIT_BITS
@@ -43,21 +46,22 @@ def nodes_fit(network: p.NetworkConfig, groups: tuple[p.TrainiumNodeGroupConfig,
         fix = "lower maxSize"
     available, taken = usable_addresses(prefix), 0
     for index, group in enumerate(groups):
-        per_node = least_addresses(group)
+        per_node = node_addresses(group.instance_type, group.private_ips_per_node)
         taken += group.scaling.max_size * per_node
         check(
             taken <= available,
             f"{key('trainiumNodeGroups')}[{index}].maxSize",
-            f"{group.scaling.max_size} {group.instance_type} nodes take at least {group.scaling.max_size * per_node} "
-            f"addresses ({per_node} each: {group.private_ips_per_node} for its interfaces, {TRAINING_POD_ADDRESSES} for "
-            f"its training pod){' with the groups before it' if index else ''}, but {where} has {available}",
+            f"{group.scaling.max_size} {group.instance_type} nodes take {group.scaling.max_size * per_node} addresses "
+            f"({per_node} each: the VPC CNI's interface for its pods and its warm one, with all their addresses)"
+            f"{' with the groups before it' if index else ''}, but {where} has {available}",
             fix,
         )
-    # The system nodes spread over every private subnet, the Trainium subnet among them; each takes its own address.
+    # The system nodes spread over every private subnet, the Trainium subnet among them.
+    system = cluster.system_scaling.max_size * node_addresses(cluster.system_instance_type, 1)
     check(
-        taken + system_max <= available * network.az_count,
+        taken + system <= available * network.az_count,
         key("systemNodeMaxSize"),
-        f"{system_max} system nodes and the Trainium nodes take more addresses than the {network.az_count} private "
-        f"subnets hold ({available * network.az_count})",
+        f"{cluster.system_scaling.max_size} {cluster.system_instance_type} system nodes take {system} addresses, which "
+        f"with the Trainium nodes' is more than the {network.az_count} private subnets hold ({available * network.az_count})",
         "lower systemNodeMaxSize",
     )

@@ -8,35 +8,32 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import AfterValidator, BeforeValidator, GetJsonSchemaHandler, StrictBool, StrictFloat, StrictInt, StrictStr
 from pydantic_core import PydanticCustomError
 
 from trainium_eks.config.errors import RULE_ERROR
+from trainium_eks.names import (  # noqa: F401 (re-exported: the stack model reads them as fields.<NAME>)
+    CONNECTION_ARN,
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    ECR_NAME,
+    GITHUB_REPOSITORY,
+    LABEL_NAME,
+    PRINCIPAL_ARN,
+    RESERVATION_ID,
+    S3_URL,
+    SNS_TOPIC_ARN,
+    SUBNET_ID,
+    VPC_ID,
+)
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-# Kubernetes label names and values: 63 characters at most, alphanumerics at both ends, "-_." between; a key may
-# carry a DNS-subdomain prefix and "/" (kubernetes.io, "Labels and Selectors", syntax and character set).
-LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# The naming rules (whole-string, ASCII patterns) live in trainium_eks.names, shared with the output contract.
 # AWS tag values: up to 256 Unicode letters, digits, spaces and _.:/=+-@ (AWS "Tagging AWS resources" guide).
 TAG_VALUE_MAX = 256
 TAG_PUNCTUATION = set("_.:/=+-@")
-# S3 bucket names: 3-63 lowercase letters, digits, dots and hyphens, a letter or digit at each end (S3 User Guide).
-S3_URL = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/[^\s]*)?$")
-ECR_NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
-PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
-RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")
-VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
-SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
-# GitHub: an owner of up to 39 letters, digits and single hyphens; a repository name of letters, digits, ".", "_", "-".
-GITHUB_REPOSITORY = re.compile(r"^[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}/[A-Za-z0-9._-]{1,100}$")
-# A connection ARN of either service name (CodeStar Connections was renamed CodeConnections; both ARNs are valid).
-CONNECTION_ARN = re.compile(r"^arn:aws[a-z-]*:(codeconnections|codestar-connections):[a-z0-9-]+:\d{12}:connection/[0-9a-f-]{36}$")
-# SNS topic ARNs; a topic name is 1-256 ASCII letters, digits, hyphens and underscores, ".fifo" ending a FIFO
-# topic (SNS API Reference, CreateTopic: Name).
-SNS_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$")
 # The ranges RFC 1918 sets aside for private networks, which the Amazon VPC User Guide recommends for a VPC.
 PRIVATE_RANGES = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 # Addresses that never reach a public endpoint: private (RFC 1918), shared (RFC 6598), loopback, link-local
@@ -66,7 +63,7 @@ def rule(check: Callable[[Any], bool], problem: str | Callable[[Any], str], fix:
 
 
 def _integer(raw: Any) -> Any:
-    return int(raw) if isinstance(raw, str) and re.fullmatch(r"-?\d{1,12}", raw.strip()) else raw
+    return int(raw) if isinstance(raw, str) and re.fullmatch(r"-?[0-9]{1,12}", raw.strip()) else raw
 
 
 def _boolean(raw: Any) -> Any:
@@ -90,15 +87,32 @@ Number = StrictFloat  # strict: no strings or booleans; whole numbers are accept
 Structured = BeforeValidator(_structured)
 
 
+@dataclass(frozen=True, eq=False)
+class Shown:
+    """JSON-schema keywords (``minimum``, ``enum``, ...) stating what a rule enforces, for the generated docs
+    (``make docs``); validation stays the rule's, whose message names the key and the fix."""
+
+    keywords: dict[str, Any]
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: GetJsonSchemaHandler) -> dict[str, Any]:
+        return {**handler(core_schema), **self.keywords}
+
+
 def between(low: int, high: int, fix: str) -> Any:
-    return Annotated[Integer, rule(lambda v: low <= v <= high, f"{{value}} is outside {low}..{high}", fix)]
+    return Annotated[
+        Integer,
+        rule(lambda v: low <= v <= high, f"{{value}} is outside {low}..{high}", fix),
+        Shown({"minimum": low, "maximum": high}),
+    ]
 
 
 def one_of(choices: tuple, fix: str = "", *, what: str = "") -> Any:
     """A string from ``choices``; the error calls it ``what`` (e.g. "a Trainium type in the catalog") if given."""
     listed = ", ".join(map(str, choices))
     problem = f"'{{value}}' is not {what}" if what else "'{value}' is not one of " + listed
-    return Annotated[StrictStr, rule(lambda v: v in choices, problem, fix or f"use one of {listed}")]
+    return Annotated[
+        StrictStr, rule(lambda v: v in choices, problem, fix or f"use one of {listed}"), Shown({"enum": list(choices)})
+    ]
 
 
 def dns_label(max_length: int = 63, fix: str = "use lowercase letters, digits and '-'") -> Any:
@@ -109,6 +123,7 @@ def dns_label(max_length: int = 63, fix: str = "use lowercase letters, digits an
             f"'{{value}}' is not a DNS label of up to {max_length} characters",
             fix,
         ),
+        Shown({"maxLength": max_length}),
     ]
 
 

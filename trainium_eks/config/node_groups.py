@@ -8,7 +8,8 @@ from types import MappingProxyType
 from trainium_eks import catalog, versions
 from trainium_eks.config import platform as p
 from trainium_eks.config.checks import NODE_GROUP_NAME_MAX, Key, check, scaling
-from trainium_eks.config.stack import DEFAULT_IDLE_MINUTES, NodeGroupInput, StackInput
+from trainium_eks.config.stack import StackInput
+from trainium_eks.config.stack_items import DEFAULT_IDLE_MINUTES, NodeGroupInput
 
 
 def node_kubernetes_version(s: StackInput, key: Key, version_key: str, held_at: str) -> str:

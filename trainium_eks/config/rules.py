@@ -20,7 +20,7 @@ from trainium_eks.config.teams import teams
 
 FSX_THROUGHPUT = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250, 500, 1000)}
 # EKS CreateCluster: name up to 100 of [0-9A-Za-z-_], starting alphanumeric; CreateNodegroup: name up to 63.
-CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,99}$")
+CLUSTER_NAME = re.compile(r"\A[0-9A-Za-z][0-9A-Za-z_-]{0,99}\Z")  # \Z: no trailing newline
 SYSTEM_NODE_GROUP_SUFFIX = "-system"
 DEPLOY_RUNNER_SUFFIX = "-deploy"  # the runner's CodeBuild project is <cluster name>-deploy
 
@@ -38,7 +38,8 @@ def platform(stack_input: StackInput, *, project: str, stack: str, region: str, 
     network = _network(s, region, key)
     groups = node_groups(s, cluster_name, region, key)
     cluster = _cluster(s, cluster_name, key)
-    nodes_fit(network, groups, cluster.system_scaling.max_size, key)
+    nodes_fit(network, groups, cluster, key)
+    _reservations_used_once(groups, key)
     return p.PlatformConfig(
         project=project,
         stack=stack,
@@ -60,12 +61,30 @@ def platform(stack_input: StackInput, *, project: str, stack: str, region: str, 
         monitoring=_monitoring(s, key),
         node_health=_node_health(s, key),
         scheduling=_scheduling(s, key, groups),
-        storage=_storage(s, key),
+        storage=_storage(s, region, key),
         registry=_registry(s, stack, key),
         tensorboard=s.tensorboard,
         protect_stateful=s.protect_stateful_resources,
         deploy_runner=_deploy_runner(s, cluster_name, key),
     )
+
+
+def _reservations_used_once(groups: tuple[p.TrainiumNodeGroupConfig, ...], key: Key) -> None:
+    """A capacity reservation holds instances of one type in one AZ, and a group targeting it counts on all of them
+    (its maxSize is checked against the reservation's instances): two groups on one reservation overbook it, or name
+    it with two types or sizes, and the estimate would bill it twice."""
+    first_user: dict[str, int] = {}
+    for index, group in enumerate(groups):
+        if group.capacity_reservation is None:
+            continue
+        reservation = group.capacity_reservation.reservation_id
+        earlier = first_user.setdefault(reservation, index)
+        check(
+            earlier == index,
+            f"{key('trainiumNodeGroups')}[{index}].capacityReservation.id",
+            f"{reservation} is already the reservation of trainiumNodeGroups[{earlier}] ({groups[earlier].name})",
+            "give each group its own reservation, or one group the reservation's whole instance count",
+        )
 
 
 def _network(s: StackInput, region: str, key: Key) -> p.NetworkConfig:
@@ -203,14 +222,26 @@ def _scheduling(s: StackInput, key: Key, groups: tuple[p.TrainiumNodeGroupConfig
     return p.SchedulingConfig(s.job_namespace, queues, s.etcd_members, s.etcd_storage_gib, teams(s, key, groups))
 
 
-def _storage(s: StackInput, key: Key) -> p.StorageConfig:
+def _storage(s: StackInput, region: str, key: Key) -> p.StorageConfig:
     deployment, capacity = s.fsx_deployment_type, s.fsx_storage_capacity_gib
+    # FSx API Reference, CreateFileSystem StorageCapacity: SSD sizes are 1200, 2400 and increments of 2400 GiB
+    # (SCRATCH_1: of 3600).
     step = 3600 if deployment == "SCRATCH_1" else 2400
     check(
         capacity in (1200, 2400) or (capacity > 0 and capacity % step == 0),
         key("fsxStorageCapacityGiB"),
         f"{capacity} is not a valid {deployment} size",
         f"use 1200, 2400 or a multiple of {step}",
+    )
+    # No per-file-system maximum is documented: the account's regional storage quota bounds one file system.
+    quota = catalog.FSX_LUSTRE_STORAGE_QUOTA_GIB[region]
+    check(
+        capacity <= quota,
+        key("fsxStorageCapacityGiB"),
+        f"{capacity:,} GiB is above the account's default FSx for Lustre storage quota in {region} ({quota:,} GiB for "
+        "all file systems), so CreateFileSystem would refuse it",
+        f"use at most {quota - quota % step:,} GiB; for more, have AWS Support raise the quota first and record it in "
+        "trainium_eks/catalog.py FSX_LUSTRE_STORAGE_QUOTA_GIB",
     )
     allowed = FSX_THROUGHPUT.get(deployment, (0,))
     check(

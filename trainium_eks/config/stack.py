@@ -1,27 +1,24 @@
 """The stack's configuration as it enters: one frozen model per object, keyed by the stack file's names.
 
-Every field states its type, bound and pattern; unknown keys are refused. Defaults of the keys declared in
-Pulumi.yaml are applied by the Pulumi CLI (and by ``preflight``, which reads stack files as the CLI does), so
-this model requires each of them. Rules across fields (an instance type offered in the chosen AZ, a
-reservation in that AZ, member counts against node counts) are in ``trainium_eks.config.rules``.
+Every field states its type, bound and pattern; unknown keys are refused. Each key also says what it is, which
+table of docs/configuration.md lists it and the default Pulumi.yaml declares (``stack_items.key``): ``make docs``
+generates Pulumi.yaml's ``config:`` block and the guide's key tables from these models
+(``preflight.schema_docs``). The Pulumi CLI applies those defaults (and so does ``preflight``, which reads
+stack files as the CLI does), so this model requires each key. Rules across fields (an instance type offered in the
+chosen AZ, a reservation in that AZ, member counts against node counts) are in ``trainium_eks.config.rules``.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import StrictStr
 
 from trainium_eks import catalog, versions
 from trainium_eks.config import fields as f
+from trainium_eks.config.stack_items import NodeCount, NodeGroupInput, PrincipalArn, QueueInput, Strict, TeamInput, key
+from trainium_eks.config.stack_operations import OperationsInput
 
-FSX_DEPLOYMENT_TYPES = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
-# etcd needs a majority of its members: 3 survive the loss of one, 5 of two; an even count adds no tolerance.
-ETCD_MEMBER_COUNTS = (1, 3, 5)
-DEFAULT_ROOT_VOLUME_GIB = 500  # the tutorial's NodeVolumeSize: room for images and the local compile cache
-# CloudWatch Logs retention values (PutRetentionPolicy; listed in pulumi-aws's cloudwatch.LogGroup
-# retention_in_days). 0 ("never expire") is left out: the key exists so that logs stop costing after a while.
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 # Keys that no longer exist, with what replaced them: a stack file that still sets one gets this fix.
 RETIRED_KEYS = {
     "neuronMonitor": (
@@ -32,18 +29,7 @@ RETIRED_KEYS = {
 }
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
-
-
-# Node counts have no upper bound here: EKS's limits on them are service quotas, which an account can raise.
 PUBLIC_ACCESS_CIDRS_MAX = 40
-NodeCount = f.Integer  # the order of min, desired and max is a rule across fields
-# EKS NodeRepairConfig counts (maxParallelNodesRepairedCount, maxUnhealthyNodeThresholdCount): a minimum of 1 and no
-# maximum (EKS API reference, NodeRepairConfig).
-RepairCount = Annotated[f.Integer, f.rule(lambda v: v >= 1, "{value} is below 1", "use a count of 1 or more")]
-
-
 NodeKubernetesVersion = f.one_of(
     ("", *versions.SUPPORTED_KUBERNETES_VERSIONS),
     'use "" (kubernetesVersion) or one of ' + ", ".join(versions.SUPPORTED_KUBERNETES_VERSIONS),
@@ -51,85 +37,80 @@ NodeKubernetesVersion = f.one_of(
 )
 
 
-class CapacityReservationInput(Strict):
-    type: f.one_of(("odcr", "capacity-block"), "use odcr or capacity-block")
-    id: f.matching(f.RESERVATION_ID, "'{value}' is not a capacity reservation ID", "use the cr-... ID")
-    az_id: StrictStr = Field(alias="azId")
-    # A reservation is billed for its instances whether they run or not (an ODCR at the on-demand rate; a Capacity
-    # Block up front at its own price: EC2 User Guide, "Capacity Blocks pricing and billing"), so the cost estimate
-    # needs both; AWS publishes no fixed Capacity Block price (it follows supply and demand).
-    instance_count: f.between(1, 10_000, "use the reservation's instance count") = Field(alias="instanceCount")
-    hourly_usd: (
-        Annotated[f.Number, f.rule(lambda v: v > 0, "{value} is not a price", "use the block's USD per instance-hour")] | None
-    ) = Field(None, alias="hourlyUsd")
+# The tables of docs/configuration.md that list these keys.
+REQUIRED = "required"
+NODE_IMAGE = "node-image"
+NETWORK = "network"
+CLUSTER = "cluster"
+DEPLOY_RUNNER = "deploy-runner"
+_RELEASES = "; ".join(f"{r.tag}: aws-neuronx-dkms {r.neuron_driver}" for r in versions.NODE_IMAGE_RELEASES.values())
 
 
-# How a Trainium node group is provisioned: an EKS managed node group of a fixed size, or a Karpenter NodePool that
-# brings nodes when jobs wait and removes them when idle.
-PROVISIONING = ("managed", "karpenter")
-# Karpenter removes an empty elastic node after this many minutes (NodePool consolidateAfter): long enough for the
-# next job of a queue to find the node, its pulled image and its warm local compile cache, short enough that an idle
-# trn1.32xlarge (about 21.50 USD/hour) is not kept for long.
-DEFAULT_IDLE_MINUTES = 30
-MAX_IDLE_MINUTES = 24 * 60
+class PlatformInput(Strict):
+    """The keys that build the platform: names and tags, the network, the cluster, the node image, the deploy runner."""
 
-
-class NodeGroupInput(Strict):
-    name: f.dns_label(32)
-    instance_type: f.one_of(tuple(catalog.TRAINIUM_TYPES), what="a Trainium type in the catalog") = Field(alias="instanceType")
-    provisioning: f.one_of(PROVISIONING, "use managed (a fixed-size EKS managed node group) or karpenter (elastic)") = "managed"
-    # A managed group needs all three sizes; an elastic group only maxSize (rules.py checks each kind).
-    min_size: NodeCount | None = Field(None, alias="minSize")
-    desired_size: NodeCount | None = Field(None, alias="desiredSize")
-    max_size: NodeCount = Field(alias="maxSize")
-    idle_minutes: f.between(1, MAX_IDLE_MINUTES, "use whole minutes from 1 to 1440") | None = Field(None, alias="idleMinutes")
-    efa: f.JsonBoolean | None = None  # None: what the instance type supports
-    root_volume_gib: f.between(100, 16384, "use at least 100 GiB") = Field(DEFAULT_ROOT_VOLUME_GIB, alias="rootVolumeGiB")
-    labels: dict[f.LabelKey, f.LabelValue] = Field(default_factory=dict, max_length=64)
-    capacity_reservation: CapacityReservationInput | None = Field(None, alias="capacityReservation")
-
-
-PrincipalArn = f.matching(f.PRINCIPAL_ARN, "'{value}' is not an IAM role or user ARN", "use arn:aws:iam::<account>:role/<name>")
-Share = Annotated[f.Number, f.rule(lambda v: 0 < v <= 1, "{value} is outside (0, 1]", "use a fraction such as 0.5")]
-
-
-class QueueInput(Strict):
-    name: Annotated[
-        f.dns_label(),
-        f.rule(lambda v: v != "default", "'{value}' is taken", "use a unique name other than Volcano's built-in 'default'"),
-    ]
-    weight: f.between(1, 65535, "use a positive weight") = 1
-    neuron_share: Share = Field(1.0, alias="neuronShare")
-
-
-class TeamInput(Strict):
-    # The namespace and queue are team-<name>; 20 characters leave room for the volume's and groups' names.
-    name: f.dns_label(20, "use up to 20 lowercase letters, digits and '-', e.g. nlp")
-    neuron_share: Share = Field(alias="neuronShare")
-    weight: f.between(1, 65535, "use a positive weight") = 1
-    principal_arns: Annotated[list[PrincipalArn], f.Structured] = Field(default_factory=list, alias="principalArns")
-
-
-class StackInput(Strict):
-    """Every key of the project's namespace (``trainium-eks:<key>``), as the CLI hands them to the program."""
-
-    environment: f.dns_label(16, "use lowercase letters, digits and '-', e.g. dev")
-    owner: f.TagValue
-    cost_center: f.TagValue = Field(alias="costCenter")
-    trainium_az_id: StrictStr = Field(alias="trainiumAzId")
-    vpc_cidr: f.VpcCidr = Field(alias="vpcCidr")
-    availability_zone_count: f.Integer = Field(alias="availabilityZoneCount")
-    nat_gateways: f.one_of(("single", "perAz"), "use single or perAz") = Field(alias="natGateways")
+    environment: f.dns_label(16, "use lowercase letters, digits and '-', e.g. dev") = key(
+        "environment",
+        "Environment name, a DNS label (dev, staging, prod, ...): part of resource names and the environment tag.",
+        section=REQUIRED,
+    )
+    owner: f.TagValue = key("owner", "Team that owns the stack: the owner tag on every taggable AWS resource.", section=REQUIRED)
+    cost_center: f.TagValue = key("costCenter", "The cost-center tag on every taggable AWS resource.", section=REQUIRED)
+    trainium_az_id: StrictStr = key(
+        "trainiumAzId",
+        "AZ ID (not name: names differ per account, IDs do not) of the Trainium subnet, node groups and FSx, e.g. "
+        "usw2-az4. It must offer every configured Trainium type.",
+        section=REQUIRED,
+        details="Checked offline against the catalog and, at deploy time, against `ec2:DescribeInstanceTypeOfferings`.",
+    )
+    vpc_cidr: f.VpcCidr = key(
+        "vpcCidr",
+        "IPv4 CIDR of the new VPC, /16 to /20, in a private range (RFC 1918). Ignored with existingVpcId.",
+        section=NETWORK,
+        default="10.0.0.0/16",
+        details="Private subnets take the first half, four equal blocks; public subnets are small blocks of the second half.",
+    )
+    availability_zone_count: f.Integer = key(
+        "availabilityZoneCount",
+        "AZs with private subnets (EKS needs two); the first is the Trainium AZ.",
+        section=NETWORK,
+        default=2,
+        details="2 to 4 (at most the region's AZs); the others are picked by AZ ID at deploy time.",
+    )
+    nat_gateways: f.one_of(("single", "perAz"), "use single or perAz") = key(
+        "natGateways",
+        "single: one NAT gateway, cheaper; perAz: one per AZ, survives an AZ outage.",
+        section=NETWORK,
+        default="single",
+    )
     existing_vpc_id: Annotated[
         StrictStr, f.rule(lambda v: v == "" or bool(f.VPC_ID.match(v)), "'{value}' is not a VPC ID", "use the vpc-... ID")
-    ] = Field(alias="existingVpcId")
+    ] = key(
+        "existingVpcId",
+        "Bring your own VPC instead of creating one (with existingPrivateSubnetIds and existingTrainiumSubnetId).",
+        section=NETWORK,
+        default="",
+    )
     existing_private_subnet_ids: Annotated[
         list[f.matching(f.SUBNET_ID, "'{value}' is not a subnet ID", "use subnet-... IDs")],
         f.Structured,
         f.rule(lambda v: len(set(v)) == len(v), "lists a subnet twice", "list each subnet once"),
-    ] = Field(alias="existingPrivateSubnetIds")
-    existing_trainium_subnet_id: StrictStr = Field(alias="existingTrainiumSubnetId")
-    kubernetes_version: f.one_of(versions.SUPPORTED_KUBERNETES_VERSIONS) = Field(alias="kubernetesVersion")
+    ] = key(
+        "existingPrivateSubnetIds", "With existingVpcId: its private subnets, in two or more AZs.", section=NETWORK, default=[]
+    )
+    existing_trainium_subnet_id: StrictStr = key(
+        "existingTrainiumSubnetId",
+        "With existingVpcId: its private subnet in trainiumAzId (checked at deploy time).",
+        section=NETWORK,
+        default="",
+    )
+    kubernetes_version: f.one_of(versions.SUPPORTED_KUBERNETES_VERSIONS) = key(
+        "kubernetesVersion",
+        "EKS Kubernetes version (the supported list is trainium_eks/versions.py's).",
+        section=CLUSTER,
+        default="1.35",
+        details='Quote it in YAML (`"1.30"` would otherwise read as 1.3).',
+    )
     node_image_release: Annotated[
         StrictStr,
         f.rule(
@@ -141,90 +122,132 @@ class StackInput(Strict):
             ),
             "pin one of " + ", ".join(versions.NODE_IMAGE_RELEASES),
         ),
-    ] = Field(alias="nodeImageRelease")
+        f.Shown({"enum": list(versions.NODE_IMAGE_RELEASES)}),
+    ] = key(
+        "nodeImageRelease",
+        "The EKS-optimised AMI release (an awslabs/amazon-eks-ami tag) every Trainium node boots, pinned, never latest: "
+        "managed node groups as their releaseVersion, Karpenter pools as an al2023@<release> alias.",
+        section=NODE_IMAGE,
+        default=versions.DEFAULT_NODE_IMAGE_RELEASE,
+        details="A managed group's `releaseVersion` is `<kubelet>-<date>`; for the alias Karpenter picks the AL2023 "
+        "Neuron variant on Trainium types. `latest` is refused: a new node would get whatever driver EKS published that "
+        f"day. The releases the platform knows, with their kubelet per Kubernetes version and Neuron driver ({_RELEASES}), "
+        "are in `trainium_eks/versions.py`. The policy `trainium-neuron-driver-compatible` refuses a release whose driver "
+        "the training image's Neuron runtime cannot initialise on (`TRAINING_RUNTIME`); `preflight plan` prints each "
+        "group's release and driver. Moving to a newer one is a reviewed diff there and in the stack file.",
+    )
     # The nodes' Kubernetes version during an upgrade: "" follows kubernetesVersion; an older supported version holds
     # the managed groups on it while the control plane and add-ons move first (README, "Upgrading").
-    system_node_kubernetes_version: NodeKubernetesVersion = Field(alias="systemNodeKubernetesVersion")
-    trainium_node_kubernetes_version: NodeKubernetesVersion = Field(alias="trainiumNodeKubernetesVersion")
-    endpoint_public_access: f.Boolean = Field(alias="endpointPublicAccess")
+    system_node_kubernetes_version: NodeKubernetesVersion = key(
+        "systemNodeKubernetesVersion",
+        "The system node group's Kubernetes version during an upgrade: empty follows kubernetesVersion; an older "
+        "supported version holds the nodes there while the control plane and add-ons move (README, Upgrading).",
+        section=NODE_IMAGE,
+        default="",
+        details="Newer than `kubernetesVersion` is refused (EKS does not run nodes newer than the control plane). The "
+        "system nodes take EKS's newest AMI release for their version (they run no Neuron driver), at creation and at "
+        "each version step.",
+    )
+    trainium_node_kubernetes_version: NodeKubernetesVersion = key(
+        "trainiumNodeKubernetesVersion",
+        "The same for the managed Trainium node groups, at nodeImageRelease's build for that version: the last step of "
+        "an upgrade, taken between jobs because it replaces every node.",
+        section=NODE_IMAGE,
+        default="",
+        details="Elastic pools have no such key: Karpenter replaces their nodes as drifted when the control plane moves, "
+        "and never a node whose pod carries `karpenter.sh/do-not-disrupt`.",
+    )
+    endpoint_public_access: f.Boolean = key(
+        "endpointPublicAccess",
+        "Expose the Kubernetes API endpoint publicly, to publicAccessCidrs only. The private endpoint is always on.",
+        section=CLUSTER,
+        default=False,
+    )
     public_access_cidrs: Annotated[
         list[f.PublicCidr],
         f.Structured,
         f.rule(lambda v: len(set(v)) == len(v), "lists a range twice", "list each range once"),
         # EKS User Guide, "Amazon EKS service quotas": 40 public endpoint access CIDR ranges per cluster, not adjustable
         f.rule(lambda v: len(v) <= PUBLIC_ACCESS_CIDRS_MAX, "lists more than 40 ranges, EKS's fixed limit", "merge ranges"),
-    ] = Field(alias="publicAccessCidrs")
-    cluster_admin_principal_arns: Annotated[list[PrincipalArn], f.Structured] = Field(alias="clusterAdminPrincipalArns")
+        f.Shown({"maxItems": PUBLIC_ACCESS_CIDRS_MAX}),
+    ] = key(
+        "publicAccessCidrs",
+        "Public CIDRs allowed to reach a public API endpoint: required with endpointPublicAccess, forbidden without it.",
+        section=CLUSTER,
+        default=[],
+        details="At most 40 ranges, EKS's fixed quota.",
+    )
+    cluster_admin_principal_arns: Annotated[list[PrincipalArn], f.Structured] = key(
+        "clusterAdminPrincipalArns",
+        "IAM roles or users given an EKS access entry with AmazonEKSClusterAdminPolicy.",
+        section=CLUSTER,
+        default=[],
+        details="The identity that runs `pulumi up` is cluster admin as the creator.",
+    )
     ci_runner_repository: f.matching_or_empty(
         f.GITHUB_REPOSITORY, "'{value}' is not a GitHub repository", "use owner/name, e.g. example-org/trainium-eks"
-    ) = Field(alias="ciRunnerRepository")
+    ) = key(
+        "ciRunnerRepository",
+        "GitHub repository (owner/name) whose workflow jobs the stack's in-VPC CodeBuild runner takes; empty means no "
+        "runner. The pipeline deploys a stack with a private endpoint only from this runner.",
+        section=DEPLOY_RUNNER,
+        default="",
+        details="The runner (`components/deploy_runner.py`) is a CodeBuild project `<project>-<stack>-deploy` in the private "
+        "subnets, reached from the workflows with `runs-on: codebuild-<project>-<stack>-deploy-${{ github.run_id }}-"
+        "${{ github.run_attempt }}`.",
+    )
     ci_runner_connection_arn: f.matching_or_empty(
         f.CONNECTION_ARN,
         "'{value}' is not a CodeConnections connection ARN",
         "use arn:aws:codeconnections:<region>:<account>:connection/<id>",
-    ) = Field(alias="ciRunnerConnectionArn")
-    system_node_instance_type: f.one_of(tuple(catalog.GENERAL_TYPES), what="a system type in the catalog") = Field(
-        alias="systemNodeInstanceType"
+    ) = key(
+        "ciRunnerConnectionArn",
+        "The CodeConnections (or CodeStar Connections) connection to GitHub the runner authenticates with.",
+        section=DEPLOY_RUNNER,
+        default="",
+        details="`arn:aws:codeconnections:<region>:<account>:connection/<id>`. Set both keys or neither.",
     )
-    system_node_min_size: NodeCount = Field(alias="systemNodeMinSize")
-    system_node_desired_size: NodeCount = Field(alias="systemNodeDesiredSize")
-    system_node_max_size: NodeCount = Field(alias="systemNodeMaxSize")
-    cloudwatch_observability: f.Boolean = Field(alias="cloudWatchObservability")
-    cloudwatch_log_retention_days: Annotated[
-        f.Integer,
-        f.rule(
-            lambda v: v in LOG_RETENTION_DAYS,
-            "{value} is not a CloudWatch Logs retention period",
-            "use one of " + ", ".join(map(str, LOG_RETENTION_DAYS)),
-        ),
-    ] = Field(alias="cloudWatchLogRetentionDays")
-    alarm_topic_arn: Annotated[
-        StrictStr,
-        f.rule(
-            lambda v: v == "" or bool(f.SNS_TOPIC_ARN.match(v)),
-            "'{value}' is not an SNS topic ARN",
-            "use arn:aws:sns:<region>:<account>:<topic>, or an empty string for no alarms",
-        ),
-    ] = Field(alias="alarmTopicArn")
-    node_monitoring_agent: f.Boolean = Field(alias="nodeMonitoringAgent")
-    node_repair: f.Boolean = Field(alias="nodeRepair")
-    node_repair_max_parallel: RepairCount = Field(alias="nodeRepairMaxParallel")
-    node_repair_max_unhealthy: RepairCount = Field(alias="nodeRepairMaxUnhealthy")
-    fsx_deployment_type: f.one_of(FSX_DEPLOYMENT_TYPES) = Field(alias="fsxDeploymentType")
-    fsx_storage_capacity_gib: f.Integer = Field(alias="fsxStorageCapacityGiB")  # its steps depend on the type
-    fsx_throughput_per_tib: f.Integer = Field(alias="fsxThroughputPerTiB")
-    fsx_data_repository_path: f.S3Url = Field(alias="fsxDataRepositoryPath")
-    fsx_claim_name: f.dns_label() = Field(alias="fsxClaimName")
-    etcd_members: Annotated[
-        f.Integer,
-        f.rule(
-            lambda v: v in ETCD_MEMBER_COUNTS,
-            "{value} is not 1, 3 or 5",
-            "use an odd count: 1 (no fault tolerance), 3 or 5 (a majority must stay up)",
-        ),
-    ] = Field(alias="etcdMembers")
-    etcd_storage_gib: f.between(1, 100, "8 GiB is plenty for rendezvous") = Field(alias="etcdStorageGiB")
-    ecr_repository_name: StrictStr = Field(alias="ecrRepositoryName")
-    ecr_keep_images: f.between(1, 1000, "keep at least one image") = Field(alias="ecrKeepImages")
-    ecr_untagged_expiry_days: f.between(1, 365, "use a number of days") = Field(alias="ecrUntaggedExpiryDays")
-    tensorboard: f.Boolean
-    job_namespace: Annotated[
-        StrictStr,
-        f.rule(
-            lambda v: bool(f.DNS_LABEL.match(v)) and not v.startswith("kube-"),
-            "'{value}' is not a usable namespace",
-            "use a DNS label outside kube-*, e.g. training",
-        ),
-    ] = Field(alias="jobNamespace")
-    protect_stateful_resources: f.Boolean = Field(alias="protectStatefulResources")
+    system_node_instance_type: f.one_of(tuple(catalog.GENERAL_TYPES), what="a system type in the catalog") = key(
+        "systemNodeInstanceType",
+        "Instance type of the system node group (CoreDNS, controllers, Volcano, etcd, TensorBoard).",
+        section=CLUSTER,
+        default="m6i.xlarge",
+    )
+    system_node_min_size: NodeCount = key(
+        "systemNodeMinSize", "Minimum size of the system node group.", section=CLUSTER, default=2
+    )
+    system_node_desired_size: NodeCount = key(
+        "systemNodeDesiredSize", "Desired size of the system node group.", section=CLUSTER, default=2
+    )
+    system_node_max_size: NodeCount = key(
+        "systemNodeMaxSize", "Maximum size of the system node group.", section=CLUSTER, default=4
+    )
+
+
+class StackInput(OperationsInput, PlatformInput):
+    """Every key of the project's namespace (``trainium-eks:<key>``), as the CLI hands them to the program: the
+    platform's, the operations' (``stack_operations``) and the lists of objects (``stack_items``)."""
+
     trainium_node_groups: Annotated[
         list[NodeGroupInput],
         f.Structured,
         f.rule(bool, "empty", "add at least one Trainium node group"),
-    ] = Field(alias="trainiumNodeGroups")
+        f.Shown({"minItems": 1}),
+    ] = key("trainiumNodeGroups", "The Trainium node groups, at least one.", section="trainium-node-groups")
     volcano_queues: Annotated[
         list[QueueInput],
         f.Structured,
         f.rule(bool, "empty", "list at least one queue or remove the key (one queue by default)"),
-    ] = Field(alias="volcanoQueues")
-    teams: Annotated[list[TeamInput], f.Structured]
+        f.Shown({"minItems": 1}),
+    ] = key(
+        "volcanoQueues",
+        "Volcano queues sharing the Trainium capacity; one queue by default.",
+        section="volcano-queues",
+        default=[{"name": "trainium", "weight": 1, "neuronShare": 1.0}],
+    )
+    teams: Annotated[list[TeamInput], f.Structured] = key(
+        "teams",
+        "Teams that train on the platform in workspaces of their own: namespace and queue team-<name> (docs/teams.md).",
+        section="teams",
+        default=[],
+    )

@@ -1,0 +1,371 @@
+"""Team isolation at admission: the plan of a stack with teams holds one ValidatingAdmissionPolicy per rule, bound in
+the team namespaces; each CEL expression, as the plan declares it, is evaluated (``admission_review``) against objects
+it must admit (the team's own, the jobs the platform's tools build for the team, and their pods and PodGroups as
+Volcano creates them) and objects it must refuse (a binding to every signed-in user, another team's queue, a Neuron pod
+on ``default-scheduler``...). The fixture stack declares its own team, so the shipped stacks' teams do not matter."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import kubernetes_validate
+import pytest
+from admission_review import ENVIRONMENT, Kind, Policy, Request
+from support import STACKS, evaluate, manifest, settings
+
+from jobs import acceptance, launch
+from trainium_eks import layout, tokens
+from trainium_eks.contract import PlatformContract
+
+TEAM, OTHER = "alpha", "beta"  # OTHER is any other team: the rules name no team
+FIXTURE_TEAMS = [{"name": TEAM, "neuronShare": 1, "principalArns": ["arn:aws:iam::111122223333:role/alpha-researchers"]}]
+STACK = STACKS[0]
+
+ROLE_BINDING = Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings")
+VOLCANO_JOB = Kind("batch.volcano.sh", "v1alpha1", "Job", "jobs")
+POD_GROUP = Kind("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")
+POD = Kind("", "v1", "Pod", "pods")
+BATCH_JOB = "batch/v1"
+
+# What the API server sets on every pod before validating admission: the scheduler's default (Pod defaulting) and the
+# not-ready and unreachable tolerations (the DefaultTolerationSeconds admission plugin).
+DEFAULT_SCHEDULER = "default-scheduler"
+DEFAULT_TOLERATIONS = [
+    {"key": f"node.kubernetes.io/{taint}", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+    for taint in ("not-ready", "unreachable")
+]
+
+POLICIES = {
+    "role-binding": "trainium-eks-team-role-binding-subjects",
+    "queue": "trainium-eks-team-volcano-queue",
+    "scheduler": "trainium-eks-team-accelerator-pods-volcano",
+    "unbound": "trainium-eks-team-pods-unbound",
+}
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return evaluate(STACK, teams=FIXTURE_TEAMS)
+
+
+@pytest.fixture(scope="module")
+def policies(plan) -> dict[str, Policy]:
+    bindings = {b.inputs["spec"]["policyName"]: manifest(b) for b in plan.find(tokens.K8S_VALIDATING_ADMISSION_POLICY_BINDING)}
+    declared = [manifest(p) for p in plan.find(tokens.K8S_VALIDATING_ADMISSION_POLICY)]
+    return {p["metadata"]["name"]: Policy(p, bindings[p["metadata"]["name"]]) for p in declared}
+
+
+@pytest.fixture(scope="module")
+def contract(plan) -> PlatformContract:
+    return PlatformContract.from_outputs(json.loads(json.dumps(plan.outputs))).for_team(TEAM)
+
+
+@pytest.fixture(scope="module")
+def namespaces(plan) -> dict[str, dict]:
+    """The team's Namespace as the plan declares it, and an unlabelled one of no team."""
+    (team,) = [
+        manifest(n) for n in plan.find(tokens.K8S_NAMESPACE) if n.inputs["metadata"]["name"] == layout.team_namespace(TEAM)
+    ]
+    return {"team": team, "default": {"metadata": {"name": "default"}}}
+
+
+def review(policies: dict[str, Policy], request: Request) -> dict[str, list[str]]:
+    """Every policy that refuses ``request``, with its messages: the API server admits it when this is empty."""
+    return {name: messages for name, policy in policies.items() if (messages := policy.refusals(request))}
+
+
+def admitted_pod(spec: dict, namespace: str, **metadata) -> dict:
+    """A pod as validating admission sees it, after the API server's defaults."""
+    pod_spec = copy.deepcopy(spec)
+    pod_spec.setdefault("schedulerName", DEFAULT_SCHEDULER)
+    pod_spec["tolerations"] = [*pod_spec.get("tolerations", []), *DEFAULT_TOLERATIONS]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": namespace, **metadata}, "spec": pod_spec}
+
+
+def pod_group(name: str, namespace: str, queue: str | None) -> dict:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": 1, **({"queue": queue} if queue else {})},
+    }
+
+
+def created_by_volcano(job: dict) -> list[tuple[Kind, dict]]:
+    """What Volcano's job controller creates for ``job``: its PodGroup on the Job's queue, and each task's pods with
+    the Job's schedulerName where the template names none (pkg/controllers/job/job_controller_util.go, createJobPod)."""
+    namespace = job["metadata"]["namespace"]
+    group = pod_group(job["metadata"]["name"], namespace, job["spec"]["queue"])
+    pods = []
+    for task in job["spec"]["tasks"]:
+        spec = {"schedulerName": job["spec"].get("schedulerName", ""), **task["template"]["spec"]}
+        spec["schedulerName"] = spec["schedulerName"] or job["spec"]["schedulerName"]
+        pods.append((POD, admitted_pod(spec, namespace, labels=task["template"].get("metadata", {}).get("labels", {}))))
+    return [(POD_GROUP, group), *pods]
+
+
+# ---- the plan -----------------------------------------------------------------------------------------------------
+
+
+def test_the_plan_of_a_stack_with_teams_holds_the_admission_policies(plan, policies):
+    assert set(policies) == set(POLICIES.values())
+    for policy in policies.values():
+        spec = policy.policy["spec"]
+        assert spec["failurePolicy"] == "Fail" and len(spec["validations"]) == 1, policy.name
+        validation = spec["validations"][0]
+        assert validation["message"] and validation["messageExpression"], policy.name
+        binding = policy.binding["spec"]
+        assert binding["validationActions"] == ["Deny"] and binding["policyName"] == policy.name
+        assert binding["matchResources"]["namespaceSelector"] == {
+            "matchExpressions": [{"key": layout.TEAM_LABEL, "operator": "Exists"}]
+        }
+    # The team's namespace carries the label the bindings select and the policies read the team from.
+    (namespace,) = [n for n in plan.find(tokens.K8S_NAMESPACE) if n.inputs["metadata"]["name"] == layout.team_namespace(TEAM)]
+    assert namespace.inputs["metadata"]["labels"][layout.TEAM_LABEL] == TEAM
+    # A member is given access only once the policies hold.
+    admission = {p.urn for p in plan.find(tokens.K8S_VALIDATING_ADMISSION_POLICY)}
+    for entry in plan.find(tokens.EKS_ACCESS_ENTRY):
+        if entry.inputs["principalArn"] in FIXTURE_TEAMS[0]["principalArns"]:
+            assert admission <= set(entry.dependencies)
+
+
+def test_the_policies_pass_strict_schema_validation(plan):
+    version = settings(STACK).config["trainium-eks:kubernetesVersion"]
+    for kind in (tokens.K8S_VALIDATING_ADMISSION_POLICY, tokens.K8S_VALIDATING_ADMISSION_POLICY_BINDING):
+        for resource in plan.find(kind):
+            kubernetes_validate.validate(manifest(resource), version, strict=True)
+
+
+def test_every_expression_compiles(policies):
+    """What the API server compiles when it stores a policy: a syntax error would refuse the policy itself."""
+    for policy in policies.values():
+        spec = policy.policy["spec"]
+        for expression in [v["expression"] for v in spec["variables"]] + [
+            e for v in spec["validations"] for e in (v["expression"], v["messageExpression"])
+        ]:
+            ENVIRONMENT.compile(expression)
+
+
+def test_a_stack_without_teams_has_no_admission_policies():
+    plan = evaluate(STACK, teams=[])
+    assert plan.find(tokens.K8S_VALIDATING_ADMISSION_POLICY) == []
+    assert plan.find(tokens.K8S_VALIDATING_ADMISSION_POLICY_BINDING) == []
+
+
+# ---- each expression: what it admits and what it refuses -----------------------------------------------------------
+
+
+def _binding(*subjects: dict) -> dict:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "extra", "namespace": layout.team_namespace(TEAM)},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "team-members"},
+        **({"subjects": list(subjects)} if subjects else {}),
+    }
+
+
+def _group(name: str) -> dict:
+    return {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": name}
+
+
+def _account(name: str, namespace: str | None = None) -> dict:
+    return {"kind": "ServiceAccount", "name": name, **({"namespace": namespace} if namespace else {})}
+
+
+def _neuron_container(resources: dict) -> dict:
+    return {"name": "c", "image": "busybox", "resources": resources}
+
+
+def _pod_spec(scheduler: str | None = None, **spec) -> dict:
+    return {"containers": [_neuron_container({})], **({"schedulerName": scheduler} if scheduler else {}), **spec}
+
+
+NEURON = {"limits": {layout.NEURON_DEVICE_RESOURCE: "1"}}
+TRAINIUM_TOLERATION = {"key": layout.NEURON_TAINT_KEY, "operator": "Exists", "effect": layout.NEURON_TAINT_EFFECT_K8S}
+OWN_NAMESPACE = layout.team_namespace(TEAM)
+
+# (case id, kind, object, the policy that must refuse it or None, words of its message)
+CASES = [
+    ("binding-to-the-team-group", ROLE_BINDING, _binding(_group(layout.team_group(TEAM))), None, ()),
+    ("binding-to-own-accounts", ROLE_BINDING, _binding(_account("trainer", OWN_NAMESPACE), _account("ci")), None, ()),
+    ("binding-without-subjects", ROLE_BINDING, _binding(), None, ()),
+    (
+        "binding-to-every-signed-in-user",
+        ROLE_BINDING,
+        _binding(_group(layout.team_group(TEAM)), _group("system:authenticated")),
+        "role-binding",
+        (OWN_NAMESPACE, layout.team_group(TEAM)),
+    ),
+    ("binding-to-another-team", ROLE_BINDING, _binding(_group(layout.team_group(OTHER))), "role-binding", ()),
+    (
+        "binding-to-a-user",
+        ROLE_BINDING,
+        _binding({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}),
+        "role-binding",
+        (),
+    ),
+    ("binding-to-another-namespace-account", ROLE_BINDING, _binding(_account("default", "kube-system")), "role-binding", ()),
+    (
+        "pod-group-on-the-team-queue",
+        POD_GROUP,
+        {"metadata": {"name": "pg", "namespace": OWN_NAMESPACE}, "spec": {"queue": layout.team_namespace(TEAM), "minMember": 1}},
+        None,
+        (),
+    ),
+    (
+        "pod-group-on-another-queue",
+        POD_GROUP,
+        {"metadata": {"name": "pg", "namespace": OWN_NAMESPACE}, "spec": {"queue": layout.team_namespace(OTHER), "minMember": 1}},
+        "queue",
+        ("PodGroup", layout.team_namespace(TEAM), f"not {layout.team_namespace(OTHER)}"),
+    ),
+    (
+        "pod-group-without-queue",
+        POD_GROUP,
+        {"metadata": {"name": "pg", "namespace": OWN_NAMESPACE}, "spec": {"minMember": 1}},
+        "queue",
+        ("not none",),
+    ),
+    ("data-shell-on-default-scheduler", POD, _pod_spec(), None, ()),
+    (
+        "neuron-pod-on-volcano",
+        POD,
+        _pod_spec("volcano", containers=[_neuron_container(NEURON)], tolerations=[TRAINIUM_TOLERATION]),
+        None,
+        (),
+    ),
+    (
+        "neuron-pod-on-default-scheduler",
+        POD,
+        _pod_spec(containers=[_neuron_container(NEURON)], tolerations=[TRAINIUM_TOLERATION]),
+        "scheduler",
+        ("Neuron or EFA", "schedulerName: volcano"),
+    ),
+    (
+        "neuroncores-requested-by-an-init-container",
+        POD,
+        _pod_spec(initContainers=[_neuron_container({"requests": {layout.NEURON_CORE_RESOURCE: "2"}})]),
+        "scheduler",
+        (),
+    ),
+    (
+        "efa-on-default-scheduler",
+        POD,
+        _pod_spec(containers=[_neuron_container({"limits": {layout.EFA_RESOURCE: "1"}})]),
+        "scheduler",
+        (),
+    ),
+    ("trainium-toleration-on-default-scheduler", POD, _pod_spec(tolerations=[TRAINIUM_TOLERATION]), "scheduler", ()),
+    ("every-taint-tolerated-on-default-scheduler", POD, _pod_spec(tolerations=[{"operator": "Exists"}]), "scheduler", ()),
+    (
+        "pod-created-on-a-node",
+        POD,
+        _pod_spec("volcano", nodeName="ip-10-0-0-1.ec2.internal"),
+        "unbound",
+        ("ip-10-0-0-1.ec2.internal",),
+    ),
+]
+
+
+def _request(kind: Kind, obj: dict, namespace: dict, operation: str = "CREATE", old: dict | None = None) -> Request:
+    body = admitted_pod(obj, namespace["metadata"]["name"]) if kind == POD else obj
+    return Request(kind, body, namespace, operation, old)
+
+
+@pytest.mark.parametrize(("case", "kind", "obj", "refused_by", "words"), CASES, ids=[c[0] for c in CASES])
+def test_each_rule_admits_the_teams_own_and_refuses_what_crosses_its_bounds(
+    policies, namespaces, case, kind, obj, refused_by, words
+):
+    refusals = review(policies, _request(kind, obj, namespaces["team"]))
+    assert list(refusals) == ([POLICIES[refused_by]] if refused_by else []), refusals
+    for word in words:
+        assert word in refusals[POLICIES[refused_by]][0], (word, refusals)
+
+
+def test_every_policy_admits_and_refuses_something_in_the_table(policies, namespaces):
+    met = {name: {"admitted": 0, "refused": 0} for name in policies}
+    for _, kind, obj, refused_by, _ in CASES:
+        request = _request(kind, obj, namespaces["team"])
+        for name, policy in policies.items():
+            if policy.meets(request):
+                met[name]["refused" if refused_by and POLICIES[refused_by] == name else "admitted"] += 1
+    assert all(counts["admitted"] and counts["refused"] for counts in met.values()), met
+
+
+def test_the_platforms_own_binding_is_admitted(plan, policies, namespaces):
+    for binding in plan.find(tokens.K8S_ROLE_BINDING):
+        if binding.inputs["metadata"]["namespace"] == layout.team_namespace(TEAM):
+            assert review(policies, _request(ROLE_BINDING, manifest(binding), namespaces["team"])) == {}
+
+
+def test_the_rules_hold_only_in_team_namespaces(policies, namespaces):
+    anyone = _binding(_group("system:authenticated"))
+    assert review(policies, _request(ROLE_BINDING, anyone, namespaces["default"])) == {}
+    assert review(policies, _request(POD, _pod_spec(tolerations=[TRAINIUM_TOLERATION]), namespaces["default"])) == {}
+
+
+def test_updates_are_held_too(policies, namespaces):
+    own = _binding(_group(layout.team_group(TEAM)))
+    widened = _binding(_group(layout.team_group(TEAM)), _group("system:authenticated"))
+    refused = review(policies, _request(ROLE_BINDING, widened, namespaces["team"], "UPDATE", own))
+    assert list(refused) == [POLICIES["role-binding"]]
+    # A pending pod given the Trainium toleration later is refused; a scheduled Volcano pod's updates are not.
+    pending = admitted_pod(_pod_spec(), OWN_NAMESPACE)
+    tolerating = copy.deepcopy(pending)
+    tolerating["spec"]["tolerations"].append(TRAINIUM_TOLERATION)
+    assert list(review(policies, Request(POD, tolerating, namespaces["team"], "UPDATE", pending))) == [POLICIES["scheduler"]]
+    bound = admitted_pod(_pod_spec("volcano", containers=[_neuron_container(NEURON)], nodeName="ip-10-0-0-1"), OWN_NAMESPACE)
+    annotated = copy.deepcopy(bound)
+    annotated["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "pg"}
+    assert review(policies, Request(POD, annotated, namespaces["team"], "UPDATE", bound)) == {}
+
+
+# ---- the jobs the platform's tools build for a team --------------------------------------------------------------
+
+
+def test_a_team_job_naming_another_queue_is_refused_and_its_own_admitted(policies, namespaces, contract, plan):
+    job = launch.volcano_job(contract, launch.JobRequest(name="berttrain"))
+    assert review(policies, _request(VOLCANO_JOB, job, namespaces["team"])) == {}
+    platform_queues = [
+        q.inputs["metadata"]["name"]
+        for q in plan.find(tokens.VOLCANO_QUEUE)
+        if layout.TEAM_LABEL not in q.inputs["metadata"].get("labels", {})
+    ]
+    for queue in (layout.team_namespace(OTHER), *platform_queues, "default"):
+        elsewhere = copy.deepcopy(job)
+        elsewhere["spec"]["queue"] = queue
+        refusals = review(policies, _request(VOLCANO_JOB, elsewhere, namespaces["team"]))
+        assert list(refusals) == [POLICIES["queue"]] and f"not {queue}" in refusals[POLICIES["queue"]][0], (queue, refusals)
+
+
+def _workloads(job: dict) -> list[tuple[Kind, dict]]:
+    """What reaches admission for one manifest of the tools: a Volcano Job, its PodGroup and pods; or a batch Job's
+    pods, which the Job controller creates from its template, and for pods on Volcano's scheduler the PodGroup that
+    Volcano's podgroup controller creates in the queue their annotation names (buildPodGroupFromPod)."""
+    if job["apiVersion"] != BATCH_JOB:
+        return [(VOLCANO_JOB, job), *created_by_volcano(job)]
+    namespace, template = job["metadata"]["namespace"], job["spec"]["template"]
+    annotations = template.get("metadata", {}).get("annotations", {})
+    pod = admitted_pod(template["spec"], namespace, annotations=annotations)
+    if pod["spec"]["schedulerName"] != layout.VOLCANO_SCHEDULER:
+        return [(POD, pod)]
+    return [
+        (POD, pod),
+        (POD_GROUP, pod_group(job["metadata"]["name"], namespace, annotations.get(layout.VOLCANO_QUEUE_ANNOTATION))),
+    ]
+
+
+def test_every_job_the_tools_build_for_a_team_is_admitted_with_its_pods(policies, namespaces, contract):
+    group = contract.node_groups[0]
+    jobs = [launch.volcano_job(contract, launch.JobRequest(name="berttrain"))]
+    jobs += [job for _, job in acceptance.build(contract, group, list(acceptance.CHECKS), None)[0]]
+    checked = 0
+    for job in jobs:
+        for kind, obj in _workloads(job):
+            assert obj["metadata"]["namespace"] == layout.team_namespace(TEAM)
+            refusals = review(policies, Request(kind, obj, namespaces["team"]))
+            assert refusals == {}, (job["metadata"]["name"], kind.kind, refusals)
+            checked += 1
+    assert checked > len(jobs)
