@@ -2,35 +2,25 @@
 
 A resource gets the outputs its provider would compute (IDs in AWS's formats, ARNs in the stack's account and
 region, auto-names with a random-looking suffix), derived from a hash of its type and name so two runs agree.
-Invokes answer from the hardware catalog (AZ IDs and names, instance-type offerings). In preview mode a new
-resource returns only its inputs, as the engine does: every computed output is unknown.
+In preview mode a new resource returns only its inputs, as the engine does: every computed output is unknown.
+Invokes are answered by ``preflight.mock_invokes``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import string
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import pulumi
 
-from trainium_eks import catalog, tokens
+from preflight.mock_invokes import ACCOUNT_ID, MockInvokes, az_names, hex_digest
 from trainium_eks import sdk_internals as sdk
+from trainium_eks import tokens
 from trainium_eks.config import PlatformConfig
 
-ACCOUNT_ID = "123456789012"
 EKS_CLUSTER_TYPE = tokens.EKS_CLUSTER
-
-
-class UnmockedInvokeError(Exception):
-    """The program called an invoke the offline engine does not answer; add it to ``PlatformMocks``."""
-
-
-def _hex(*parts: str, length: int = 17) -> str:
-    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:length]
 
 
 def _concat(*lists: Any) -> Any:
@@ -40,12 +30,7 @@ def _concat(*lists: Any) -> Any:
     return [item for v in lists for item in (v or [])]
 
 
-def az_names(region: str) -> dict[str, str]:
-    """AZ ID -> AZ name for the mock account (real accounts map IDs to names in their own order)."""
-    return {az_id: f"{region}{string.ascii_lowercase[i]}" for i, az_id in enumerate(catalog.REGIONS[region])}
-
-
-class PlatformMocks(pulumi.runtime.Mocks):
+class PlatformMocks(MockInvokes, pulumi.runtime.Mocks):
     def __init__(self, config: PlatformConfig, preview: bool):
         self.config = config
         self.region = config.region
@@ -142,7 +127,7 @@ class PlatformMocks(pulumi.runtime.Mocks):
             self._record_eks_cluster_child(args.name, inputs)
         if self.preview:
             return None, inputs  # a create in preview: inputs known, every computed output unknown
-        digest = _hex(args.typ, args.name)
+        digest = hex_digest(args.typ, args.name)
         compute = self._outputs.get(args.typ)
         if compute is None and args.typ.startswith("kubernetes:"):
             compute = self._kubernetes_object
@@ -167,7 +152,7 @@ class PlatformMocks(pulumi.runtime.Mocks):
         }
 
     def _kms_key(self, digest: str) -> dict:
-        key_id = f"{digest[:8]}-{digest[8:12]}-4{digest[12:15]}-a{digest[15:17]}{digest[:1]}-{_hex(digest, length=12)}"
+        key_id = f"{digest[:8]}-{digest[8:12]}-4{digest[12:15]}-a{digest[15:17]}{digest[:1]}-{hex_digest(digest, length=12)}"
         return {"id": key_id, "keyId": key_id, "arn": self._arn("kms", f"key/{key_id}")}
 
     def _file_system(self, name: str, inputs: dict, digest: str) -> dict:
@@ -176,14 +161,14 @@ class PlatformMocks(pulumi.runtime.Mocks):
             "id": fs_id,
             "arn": self._arn("fsx", f"file-system/{fs_id}"),
             "dnsName": f"{fs_id}.fsx.{self.region}.amazonaws.com",
-            "mountName": _hex(fs_id, length=8),
-            "vpcId": f"vpc-{_hex('aws:ec2/vpc:Vpc', 'trainium-network-vpc')}",
+            "mountName": hex_digest(fs_id, length=8),
+            "vpcId": f"vpc-{hex_digest('aws:ec2/vpc:Vpc', 'trainium-network-vpc')}",
         }
 
     def _kubernetes_object(self, name: str, inputs: dict, digest: str) -> dict:
         metadata = dict(inputs.get("metadata") or {})
         metadata.setdefault("name", f"{name}-{digest[:8]}")
-        metadata["uid"] = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{_hex(digest, length=12)}"
+        metadata["uid"] = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{hex_digest(digest, length=12)}"
         namespace = metadata.get("namespace")
         return {"id": f"{namespace}/{metadata['name']}" if namespace else metadata["name"], "metadata": metadata}
 
@@ -218,7 +203,7 @@ class PlatformMocks(pulumi.runtime.Mocks):
     def _eks_cluster(self, name: str, inputs: dict, digest: str) -> dict:
         """The component's outputs, and the cluster child the SDK resolves ``eks_cluster`` to."""
         cluster_name = inputs.get("name") or f"{name}-eksCluster-{digest[:7]}"
-        oidc_id = _hex(cluster_name, "oidc", length=32).upper()
+        oidc_id = hex_digest(cluster_name, "oidc", length=32).upper()
         issuer = f"oidc.eks.{self.region}.amazonaws.com/id/{oidc_id}"
         endpoint = f"https://{oidc_id}.gr7.{self.region}.eks.amazonaws.com"
         cluster_urn = self._eks_cluster_urn(name)
@@ -230,7 +215,10 @@ class PlatformMocks(pulumi.runtime.Mocks):
                 "arn": self._arn("eks", f"cluster/{cluster_name}"),
                 "endpoint": endpoint,
                 "version": inputs.get("version"),
-                "vpcConfig": {"clusterSecurityGroupId": f"sg-{_hex(cluster_name, 'cluster-sg')}", "vpcId": inputs.get("vpcId")},
+                "vpcConfig": {
+                    "clusterSecurityGroupId": f"sg-{hex_digest(cluster_name, 'cluster-sg')}",
+                    "vpcId": inputs.get("vpcId"),
+                },
                 "identities": [{"oidcs": [{"issuer": f"https://{issuer}"}]}],
             },
         )
@@ -262,104 +250,3 @@ class PlatformMocks(pulumi.runtime.Mocks):
             "oidcProviderUrl": f"https://{issuer}",
             "oidcIssuer": issuer,
         }
-
-    # ---- invokes --------------------------------------------------------------------------------
-
-    def call(self, args: sdk.MockCallArgs) -> tuple[dict, list]:
-        handler = {
-            tokens.INDEX_GET_AVAILABILITY_ZONES: self._availability_zones,
-            tokens.INDEX_GET_AVAILABILITY_ZONE: self._availability_zone,
-            tokens.EC2_GET_INSTANCE_TYPE_OFFERINGS: self._offerings,
-            tokens.EC2_GET_SUBNET: self._get_subnet,
-            tokens.IAM_GET_POLICY_DOCUMENT: self._policy_document,
-            tokens.EKS_GET_ADDON_VERSION: self._addon_version,
-            tokens.EKS_GET_CLUSTERS: self._clusters,
-            tokens.SSM_GET_PARAMETER: self._parameter,
-            tokens.INDEX_GET_CALLER_IDENTITY: lambda args: {
-                "id": ACCOUNT_ID,
-                "accountId": ACCOUNT_ID,
-                "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/preflight",
-                "userId": "AIDAPREFLIGHT",
-            },
-        }.get(args.token)
-        if handler is None:
-            raise UnmockedInvokeError(f"preflight has no answer for invoke {args.token}; add it to preflight/mocks.py")
-        return handler(args.args), []
-
-    def _parameter(self, args: dict) -> dict:
-        """A public parameter of an AMI (the only kind the platform reads): an image ID that follows the name."""
-        name = args.get("name", "")
-        if not name.startswith("/aws/service/ami-"):
-            raise UnmockedInvokeError(f"preflight knows only public AMI parameters, not {name}")
-        value = f"ami-{_hex(self.region, name)}"
-        return {"id": name, "name": name, "type": "String", "value": value, "insecureValue": value, "version": 1}
-
-    def _availability_zones(self, args: dict) -> dict:
-        names = az_names(self.region)
-        return {
-            "id": self.region,
-            "names": list(names.values()),
-            "zoneIds": list(names),
-            "groupNames": [self.region] * len(names),
-        }
-
-    def _availability_zone(self, args: dict) -> dict:
-        az_id = args.get("zoneId")
-        names = az_names(self.region)
-        if az_id not in names:
-            raise ValueError(f"no availability zone with ID {az_id} in {self.region}")
-        return {
-            "name": names[az_id],
-            "zoneId": az_id,
-            "region": self.region,
-            "state": "available",
-            "zoneType": "availability-zone",
-        }
-
-    def _offerings(self, args: dict) -> dict:
-        filters = {f["name"]: f["values"] for f in args.get("filters", [])}
-        locations = filters.get("location", [])
-        offered = [
-            (instance_type, az_id)
-            for instance_type in filters.get("instance-type", [])
-            for az_id in locations
-            if catalog.INSTANCE_TYPES[instance_type].offered_in(self.region, az_id)
-        ]
-        return {
-            "id": self.region,
-            "instanceTypes": [t for t, _ in offered],
-            "locations": [az for _, az in offered],
-            "locationTypes": [args.get("locationType")] * len(offered),
-        }
-
-    def _clusters(self, args: dict) -> dict:
-        # A new stack: EKS has none of its clusters yet (tests override this for a stack that exists).
-        return {"id": self.region, "names": []}
-
-    def _get_subnet(self, args: dict) -> dict:
-        # Existing subnets are assumed to lie where the stack says; tests override this to exercise the check.
-        return {"id": args.get("id"), "availabilityZoneId": self.config.network.trainium_az_id}
-
-    @staticmethod
-    def _policy_document(args: dict) -> dict:
-        statements = []
-        for s in args.get("statements", []):
-            statement: dict[str, Any] = {"Effect": s.get("effect", "Allow"), "Action": s.get("actions", [])}
-            for principal in s.get("principals", []):
-                statement.setdefault("Principal", {})[principal["type"]] = principal["identifiers"]
-            for condition in s.get("conditions", []):
-                statement.setdefault("Condition", {}).setdefault(condition["test"], {})[condition["variable"]] = condition[
-                    "values"
-                ]
-            if "resources" in s:
-                statement["Resource"] = s["resources"]
-            statements.append(statement)
-        document = json.dumps({"Version": "2012-10-17", "Statement": statements}, sort_keys=True)
-        return {"id": _hex(document), "json": document, "minifiedJson": document}
-
-    @staticmethod
-    def _addon_version(args: dict) -> dict:
-        # EKS's add-on catalog is not known offline; the answer has the real format, names the mock and, as EKS's
-        # default build does, changes with the cluster's version (so a diff shows the add-ons move with it).
-        version = f"v0.0.0-eksbuild.preflight.k8s-{str(args.get('kubernetesVersion')).replace('.', '-')}"
-        return {"id": args.get("addonName"), "addonName": args.get("addonName"), "version": version}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from policy_mutations import Case, edit, resource, without
+from mutation_case import Case, edit, resource, without
 
 from policies.rules.security import EKS_COMPONENT, VPC_INGRESS_RULE
 from trainium_eks.tokens import CODEBUILD_PROJECT, EC2_INSTANCE, EC2_SECURITY_GROUP, IAM_POLICY, IAM_ROLE

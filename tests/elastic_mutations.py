@@ -1,7 +1,7 @@
 """The mutation cases of elastic (Karpenter) Trainium pools: the same rules a managed group answers to, applied to a
 NodePool and its EC2NodeClass (staging's pool, or a stack made elastic by override), and the rules only pools have.
 
-``tests/policy_mutations.py`` merges these into the table ``tests/test_policies.py`` runs.
+``tests/test_policies.py`` merges these with the other tables into the one it runs.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from policy_mutations import RESERVATION, Case, edit, resource
+from mutation_case import Case, edit, resource
+from policy_mutations import RESERVATION
 from support import settings
 
 from trainium_eks import versions

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 
 from elastic_mutations import edit_class
-from policy_mutations import Case, edit, edit_template, resource, without
+from mutation_case import Case, edit, edit_template, resource, without
 
 from trainium_eks import nodeadm, tokens
 from trainium_eks.trainium_groups import LAUNCH_TEMPLATE, NODE_CLASS

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from policy_mutations import Case, edit
+from mutation_case import Case, edit
 
 from policies.rules.security import HELM_RELEASE
 from trainium_eks.trainium_groups import NODE_GROUP

@@ -1,22 +1,30 @@
 """Each policy's mutations of a real stack's plan, managed node groups and the rest of the platform: with the elastic
-pools' cases (``tests/elastic_mutations.py``), the table ``tests/test_policies.py`` runs.
+pools' cases (``tests/elastic_mutations.py``) and the other ``tests/*_mutations.py``, the table ``tests/test_policies.py``
+runs.
 
 The table is keyed by policy name (its keys must be exactly the packs' policies) with the minimal edits each
-policy must catch; ``SPARED_MANAGED`` holds edits a policy must let pass. Cases edit deep copies of the plans the whole
-session shares; only a case that needs different program config evaluates the program again.
+policy must catch; ``SPARED_MANAGED`` holds edits a policy must let pass. The cases are built from
+``tests/mutation_case.py``.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
-import operator
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
-from support import cached_plan, evaluate, node_group_config, settings
+from mutation_case import (
+    CONTAINER_0,
+    Case,
+    edit,
+    edit_node_group,
+    edit_template,
+    resource,
+    trainium_node_group,
+    trainium_template,
+    without,
+)
+from support import node_group_config, settings
 
 from policies.rules.iam import ROLE_POLICY_ATTACHMENT
 from policies.rules.scheduling import QUEUE
@@ -32,70 +40,6 @@ from trainium_eks.trainium_groups import (
     SECURITY_GROUP,
     SUBNET,
 )
-
-
-@functools.cache
-def _evaluated(stack: str, overrides: str) -> dict:
-    return evaluate(stack, fixture=True, **json.loads(overrides)).to_json()
-
-
-def plan_of(stack: str, preview: bool = False, **overrides: Any) -> dict:
-    """A private copy of the plan of the fixture stack named ``stack`` (tests/fixture_stacks, not the shipped stacks a
-    user edits), evaluated once per session for each program config."""
-    if overrides:
-        return copy.deepcopy(_evaluated(stack, json.dumps(overrides, sort_keys=True)))
-    return copy.deepcopy(cached_plan(stack, preview, fixture=True).to_json())
-
-
-def resource(plan: dict, type_: str, name_part: str = "") -> dict:
-    matches = [r for r in plan["resources"] if r["type"] == type_ and name_part in r["name"]]
-    assert matches, (type_, name_part)
-    return matches[0]
-
-
-def trainium_node_group(plan: dict) -> dict:
-    return resource(plan, NODE_GROUP, "-ng")
-
-
-def trainium_template(plan: dict) -> dict:
-    return resource(plan, LAUNCH_TEMPLATE, "-lt")
-
-
-@dataclass(frozen=True)
-class Case:
-    """A stack, an edit of its plan, and what the policy (the table key) must report about the result."""
-
-    id: str
-    stack: str
-    mutate: Callable[[dict], object]
-    words: tuple[str, ...] = ()  # each appears in some violation's message
-    blames: str | None = None  # the type of the resource every violation names
-    count: int | None = None  # exactly this many violations
-    overrides: dict = field(default_factory=dict)  # program config, for what a plan edit cannot express
-
-
-_DELETE = object()
-
-
-def edit(type_: str, name: str, *path: str | int, to: Any = _DELETE) -> Callable[[dict], None]:
-    """Set ``inputs[path...]`` of the first ``type_`` resource with ``name`` in its name to ``to``, or delete it."""
-
-    def mutate(plan: dict) -> None:
-        *steps, last = path
-        target = functools.reduce(operator.getitem, steps, resource(plan, type_, name)["inputs"])
-        if to is _DELETE:
-            del target[last]
-        else:
-            target[last] = to
-
-    return mutate
-
-
-def without(unwanted: Callable[[dict], bool]) -> Callable[[dict], None]:
-    def mutate(plan: dict) -> None:
-        plan["resources"] = [r for r in plan["resources"] if not unwanted(r)]
-
-    return mutate
 
 
 def _second_subnet(plan: dict) -> None:
@@ -117,12 +61,6 @@ def _fsx_in_az1(plan: dict) -> None:
 def _no_self_egress(plan: dict) -> None:
     group = resource(plan, SECURITY_GROUP, "-efa")["inputs"]
     group["egress"] = [r for r in group["egress"] if not r.get("self")]
-
-
-def _etcd_3_6_without_v2(plan: dict) -> None:
-    container = resource(plan, ETCD)["inputs"]["spec"]["template"]["spec"]["containers"][0]
-    container["args"].remove("--enable-v2=true")
-    container["image"] = "quay.io/coreos/etcd:v3.6.14"
 
 
 def _five_trainium_nodes(plan: dict) -> None:
@@ -150,20 +88,9 @@ def _public_cidrs(*cidrs: str) -> Callable[[dict], None]:
     return edit(EKS_COMPONENT, "", "publicAccessCidrs", to=list(cidrs))
 
 
-ETCD = "kubernetes:apps/v1:StatefulSet"
-DEPLOYMENT = "kubernetes:apps/v1:Deployment"
-DISRUPTION_BUDGET = "kubernetes:policy/v1:PodDisruptionBudget"
-NAMESPACE = "kubernetes:core/v1:Namespace"
-NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
-ADDON = "aws:eks/addon:Addon"
-READ_ONLY = "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly"
-CNI = "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
-edit_template = functools.partial(edit, LAUNCH_TEMPLATE, "-lt")
-edit_node_group = functools.partial(edit, NODE_GROUP, "-ng")
 edit_cluster = functools.partial(edit, EKS_COMPONENT, "")
 edit_ecr = functools.partial(edit, ECR, "")
 edit_volcano = functools.partial(edit, HELM_RELEASE, "volcano")
-CONTAINER_0 = ("spec", "template", "spec", "containers", 0)
 WILDCARD_ADMIN = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
 IPV6_HALVES_ALL_TRAFFIC = {"protocol": "-1", "fromPort": 0.0, "toPort": 0.0, "ipv6CidrBlocks": ["::/1", "8000::/1"]}
 RESERVATION = {
@@ -288,7 +215,6 @@ MANAGED_GROUP_AND_PLATFORM_CASES: dict[str, list[Case]] = {
         ),
         Case("no-queue", "dev", without(lambda r: r["type"] == QUEUE), ("no Volcano Queue",), NODE_POOL),
     ],
-    "etcd-pinned-with-v2-api": [Case("3.6-without-v2", "dev", _etcd_3_6_without_v2, ("v3.5", "--enable-v2"), ETCD, 2)],
     "capacity-reservation-in-trainium-az": [
         Case("az1", "staging", edit_template("tags", RESERVATION_AZ_TAG, to="use1-az1"), overrides=RESERVATION_STAGING)
     ],
@@ -382,27 +308,6 @@ MANAGED_GROUP_AND_PLATFORM_CASES: dict[str, list[Case]] = {
     ],
     "monthly-cost-budget": [Case("5-nodes", "prod", _five_trainium_nodes, ("trn1n.32xlarge", "90,000"))],
     "required-tags": [Case("no-owner", "staging", edit_ecr("tags", "owner"), ("owner",), ECR)],
-    # ---- security-baseline: the platform's own workloads
-    "etcd-quorum-disruption-budget": [
-        Case("no-budget", "prod", without(lambda r: r["type"] == DISRUPTION_BUDGET), ("minAvailable: 2",), ETCD),
-        Case("one-of-three", "staging", edit(DISRUPTION_BUDGET, "quorum", "spec", "minAvailable", to=1.0), blames=ETCD),
-    ],
-    "node-role-least-privilege": [
-        Case("read-only", "dev", edit(ROLE_POLICY_ATTACHMENT, "node-ecr", "policyArn", to=READ_ONLY), ("PullOnly",)),
-        Case("cni", "prod", edit(ROLE_POLICY_ATTACHMENT, "node-ssm", "policyArn", to=CNI), ("vpc-cni",)),
-    ],
-    "etcd-access-restricted": [
-        Case("no-policy", "staging", without(lambda r: r["type"] == NETWORK_POLICY), ("no NetworkPolicy",), ETCD),
-        Case("open", "dev", edit(NETWORK_POLICY, "access", "spec", "ingress", 0, "from", to=[]), ("any source",), ETCD),
-        Case("not-enforced", "prod", edit(ADDON, "vpc-cni", "configurationValues", to="{}"), ("nothing enforces",), ETCD),
-    ],
-    "service-account-token-off": [
-        Case("etcd", "dev", edit(ETCD, "etcd", "spec", "template", "spec", "automountServiceAccountToken"), blames=ETCD)
-    ],
-    "workload-liveness-probes": [Case("tensorboard", "staging", edit(DEPLOYMENT, "tensorboard", *CONTAINER_0, "livenessProbe"))],
-    "namespace-pod-security": [
-        Case("unlabelled", "prod", edit(NAMESPACE, "jobs", "metadata", "labels", "pod-security.kubernetes.io/enforce"))
-    ],
 }
 
 # Edits a policy must let pass, with nothing else firing either.

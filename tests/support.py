@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -104,9 +105,11 @@ def by_urn(plan: engine.Plan) -> dict[str, engine.Resource]:
     return {r.urn: r for r in plan.resources}
 
 
-def stack_copy(tmp_path, stack: str, edit) -> str:
-    """A copy of the shipped stack file with ``edit`` applied to its config, as a path for ``--against``."""
-    document = yaml.safe_load((stackfile.stack_directory() / f"Pulumi.{stack}.yaml").read_text())
+def stack_copy(tmp_path, stack: str, edit, *, fixture: bool = False) -> str:
+    """A copy of the shipped stack file (with ``fixture``, of the fixture stack) with ``edit`` applied to its config, as
+    a path for ``--against`` or ``--stack-file``."""
+    directory = FIXTURE_STACKS if fixture else stackfile.stack_directory()
+    document = yaml.safe_load((directory / f"Pulumi.{stack}.yaml").read_text())
     edit(document["config"])
     path = tmp_path / f"Pulumi.{stack}.yaml"
     path.write_text(yaml.safe_dump(document))
@@ -117,3 +120,13 @@ def run_preflight(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "preflight", *args], cwd=stackfile.REPO_ROOT, capture_output=True, text=True, timeout=120
     )
+
+
+def answer_json(handler, status: int, body: dict) -> None:
+    """A test API server's answer: ``body`` as JSON with ``status``, as the API server sends it."""
+    answer = json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(answer)))
+    handler.end_headers()
+    handler.wfile.write(answer)

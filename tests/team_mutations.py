@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 
-from policy_mutations import Case, edit, resource, without
+from mutation_case import Case, edit, resource, without
 
 from trainium_eks import layout, tokens
 

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 import trustme
-from support import STACKS, cached_plan, evaluate, one, platform
+from support import STACKS, answer_json, cached_plan, evaluate, one, platform
 
 from components.api_access import AMI_PARAMETER, PORT_FORWARDING_DOCUMENT, SSM_CORE_POLICY_ARN
 from jobs.api_tunnel import endpoint_host
@@ -104,12 +104,7 @@ class VolcanoApi(http.server.BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 (the handler's API)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         VolcanoApi.received.append({"path": self.path, "authorization": self.headers["Authorization"], "body": body})
-        answer = json.dumps({**body, "metadata": {**body["metadata"], "name": body["metadata"]["name"]}}).encode()
-        self.send_response(201)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
+        answer_json(self, 201, {**body, "metadata": {**body["metadata"], "name": body["metadata"]["name"]}})
 
     def log_message(self, *args):
         pass

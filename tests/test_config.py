@@ -1,27 +1,25 @@
-"""Stack configuration: every bad input is rejected with one line that names the key and the fix."""
+"""Stack configuration: every bad input is rejected with one line that names the key and the fix.
+
+The cases edit the fixture stacks (tests/fixture_stacks), whose shape they know; the shipped stacks (or
+``$PREFLIGHT_STACK_DIR``'s) are only parsed."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
-import yaml
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from support import STACKS, node_group_config, settings
 
-from preflight import config_types, schema_docs, stackfile
-from preflight.stackfile import REPO_ROOT
 from trainium_eks import catalog
-from trainium_eks.config import ConfigError, declarations, parse
-from trainium_eks.config.stack import StackInput
+from trainium_eks.config import ConfigError, parse
 
 GROUP = node_group_config("trn1-32xl", "trn1.32xlarge")
 POOL = {"name": "trn1-32xl", "instanceType": "trn1.32xlarge", "provisioning": "karpenter", "maxSize": 2}
-RESERVATION = {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": "use1-az6", "instanceCount": 2}
+STAGING_AZ = settings("staging", fixture=True).config["trainium-eks:trainiumAzId"]
+RESERVATION = {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": STAGING_AZ, "instanceCount": 2}
 
-# (overrides applied to the staging stack, the key the error must name, words the message must contain)
+# (overrides applied to the fixture staging stack, the key the error must name, words the message must contain)
 BAD_INPUTS = [
     ({"natGateway": "single"}, "trainium-eks:natGateway", "did you mean 'natGateways'"),
     ({"systemNodeMaxSize": "lots"}, "trainium-eks:systemNodeMaxSize", "expected an integer"),
@@ -177,7 +175,7 @@ BAD_INPUTS = [
 @pytest.mark.parametrize(("overrides", "key", "words"), BAD_INPUTS, ids=[case[1] + ":" + case[2] for case in BAD_INPUTS])
 def test_bad_input_names_the_key_and_the_fix(overrides, key, words):
     with pytest.raises(ConfigError) as caught:
-        parse(settings("staging", **overrides).config, stack="staging")
+        parse(settings("staging", fixture=True, **overrides).config, stack="staging")
     message = str(caught.value)
     assert "\n" not in message
     named_key = message.split(": ")[0]
@@ -189,123 +187,35 @@ def test_bad_input_names_the_key_and_the_fix(overrides, key, words):
 def test_a_node_group_name_too_long_for_eks_with_this_stack_is_rejected():
     group = {**GROUP, "name": "trn1-32xl-" + "a" * 22}  # 32 characters: a valid name on its own
     with pytest.raises(ConfigError, match="longer than EKS's 63") as caught:
-        parse(settings("staging", trainiumNodeGroups=[group]).config, stack="staging-with-a-long-name")
+        parse(settings("staging", fixture=True, trainiumNodeGroups=[group]).config, stack="staging-with-a-long-name")
     assert caught.value.key == "trainium-eks:trainiumNodeGroups[0].name"
 
 
 def test_a_stack_name_that_breaks_eks_names_is_rejected():
     with pytest.raises(ConfigError, match="cluster name") as caught:
-        parse(settings("staging").config, stack="s" * 60)
+        parse(settings("staging", fixture=True).config, stack="s" * 60)
     assert caught.value.key.startswith("stack ")
 
 
+@pytest.mark.stacks
 @pytest.mark.parametrize("stack", STACKS)
 def test_shipped_stacks_parse(stack):
     cfg = parse(settings(stack).config, stack=stack)
     assert cfg.stack == stack and cfg.trainium_node_groups
 
 
-def test_defaults_come_from_pulumi_yaml_once_applied_as_the_cli_does(tmp_path):
-    _, declared = declarations()
-    document = yaml.safe_load((REPO_ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
-    assert "trainium-eks:etcdStorageGiB" not in document["config"] and "trainium-eks:jobNamespace" not in document["config"]
-    cfg = parse(stackfile.load("staging").config, stack="staging")
-    assert cfg.scheduling.etcd_storage_gib == declared["etcdStorageGiB"]["default"]
-    assert cfg.scheduling.job_namespace == declared["jobNamespace"]["default"]
-    # The model applies none itself: a map without a declared key is missing that key.
-    with pytest.raises(ConfigError, match="etcdStorageGiB: missing"):
-        parse(settings("staging", etcdStorageGiB=None).config, stack="staging")
-
-
-def test_the_default_queue_is_declared_in_pulumi_yaml_and_reaches_the_program():
-    assert "volcanoQueues" not in (REPO_ROOT / "stacks" / "Pulumi.dev.yaml").read_text()  # dev takes the default
-    (queue,) = parse(stackfile.load("dev").config, stack="dev").scheduling.queues
-    (declared_queue,) = declarations()[1]["volcanoQueues"]["default"]
-    assert (queue.name, queue.weight, queue.neuron_share) == (
-        declared_queue["name"],
-        declared_queue["weight"],
-        declared_queue["neuronShare"],
-    )
-
-
-def test_the_lists_of_objects_are_typed_where_the_cli_checks_them():
-    _, declared = declarations()
-    for key in ("trainiumNodeGroups", "volcanoQueues"):
-        assert declarations_type(declared[key]) == "array<object>"
-
-
-def declarations_type(spec: dict) -> str:
-    return config_types.Declaration.model_validate(spec).full_type_name
-
-
-def test_yaml_1_1_booleans_stay_strings_as_the_cli_reads_them(tmp_path):
-    text = (REPO_ROOT / "stacks" / "Pulumi.staging.yaml").read_text() + "  trainium-eks:tensorboard: yes\n"
-    stack_file = tmp_path / "Pulumi.staging.yaml"
-    stack_file.write_text(text)
-    with pytest.raises(stackfile.StackFileError, match="'trainium-eks:tensorboard' must be of type 'boolean'"):
-        stackfile.load("staging", stack_file=stack_file)
-    stack_file.write_text(text.replace("tensorboard: yes", "tensorboard: True"))
-    assert stackfile.load("staging", stack_file=stack_file).config["trainium-eks:tensorboard"] == "true"
-
-
-@pytest.mark.parametrize(
-    ("value", "words"),
-    [
-        ({"trainium-eks:trainiumNodeGroups": ["trn1-32xl"]}, "'trainium-eks:trainiumNodeGroups' must be of type 'array<object>'"),
-        ({"trainium-eks:volcanoQueues": {"name": "q"}}, "'trainium-eks:volcanoQueues' must be of type 'array<object>'"),
-        ({"trainium-eks:availabilityZoneCount": "two"}, "'trainium-eks:availabilityZoneCount' must be of type 'integer'"),
-        ({"trainium-eks:tensorboard": "yes"}, "'trainium-eks:tensorboard' must be of type 'boolean'"),
-        ({"trainium-eks:publicAccessCidrs": [24]}, "'trainium-eks:publicAccessCidrs' must be of type 'array<string>'"),
-        ({"trainium-eks:vpcCidr": ["10.0.0.0/16"]}, "'trainium-eks:vpcCidr' must be of type 'string'"),
-    ],
-)
-def test_stack_values_get_the_cli_type_check_before_the_program(tmp_path, value, words):
-    document = yaml.safe_load((REPO_ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
-    document["config"].update(value)
-    stack_file = tmp_path / "Pulumi.staging.yaml"
-    stack_file.write_text(yaml.safe_dump(document))
-    with pytest.raises(stackfile.StackFileError) as raised:
-        stackfile.load("staging", stack_file=stack_file)
-    message = str(raised.value)
-    assert message.startswith(f"{stack_file}: ") and words in message and len(message.splitlines()) == 1
-
-
-# The CLI's ValidateConfigValue on what it decodes (YAML in Pulumi.yaml, strings or JSON from a stack file).
-CLI_TYPE_RULES = [
-    ("integer", None, 2, True),
-    ("integer", None, 2.0, True),
-    ("integer", None, 2.5, False),
-    ("integer", None, "-3", True),
-    ("integer", None, "2.0", False),
-    ("integer", None, " 2", False),
-    ("integer", None, True, False),
-    ("boolean", None, "true", True),
-    ("boolean", None, "True", False),
-    ("boolean", None, False, True),
-    ("string", None, 1, False),
-    ("object", None, {}, True),
-    ("object", None, [], False),
-    ("array", config_types.ItemsType(type="object"), [{"a": 1}, {}], True),
-    ("array", config_types.ItemsType(type="object"), [{"a": 1}, "b"], False),
-    ("array", config_types.ItemsType(type="array", items=config_types.ItemsType(type="integer")), [[1, "2"]], True),
-    ("array", None, [], False),
-]
-
-
-@pytest.mark.parametrize(("type_name", "items", "value", "accepted"), CLI_TYPE_RULES)
-def test_type_checks_follow_the_cli(type_name, items, value, accepted):
-    assert config_types.conforms(type_name, items, value) is accepted
-
-
 def test_node_repair_follows_the_stack_and_can_be_turned_off():
-    prod = parse(settings("prod").config, stack="prod").node_health
-    assert prod.monitoring_agent and prod.repair is not None and prod.repair.max_unhealthy == 2
-    off = parse(settings("staging", nodeRepair=False, nodeMonitoringAgent=False).config, stack="staging").node_health
+    prod_settings = settings("prod", fixture=True)
+    prod = parse(prod_settings.config, stack="prod").node_health
+    stated = int(prod_settings.config["trainium-eks:nodeRepairMaxUnhealthy"])
+    assert prod.monitoring_agent and prod.repair is not None and prod.repair.max_unhealthy == stated
+    off_settings = settings("staging", fixture=True, nodeRepair=False, nodeMonitoringAgent=False)
+    off = parse(off_settings.config, stack="staging").node_health
     assert (off.monitoring_agent, off.repair) == (False, None)
 
 
 def test_efa_defaults_to_what_the_instance_type_supports():
-    cfg = parse(settings("staging").config, stack="staging")
+    cfg = parse(settings("staging", fixture=True).config, stack="staging")
     (group,) = cfg.trainium_node_groups
     assert group.efa == catalog.INSTANCE_TYPES[group.instance_type].supports_efa
     assert group.efa_interfaces == catalog.INSTANCE_TYPES[group.instance_type].max_efa_interfaces
@@ -316,47 +226,11 @@ def test_efa_defaults_to_what_the_instance_type_supports():
 @given(st.integers(-3, 12), st.integers(-3, 12), st.integers(-3, 12))
 def test_scaling_is_accepted_exactly_when_ordered(min_size, desired, max_size):
     group = {**GROUP, "minSize": min_size, "desiredSize": desired, "maxSize": max_size}
-    raw = settings("staging", trainiumNodeGroups=[group], teams=[]).config  # a team needs a node: tests/test_teams.py
+    # No team: a team needs a node (tests/test_teams.py).
+    raw = settings("staging", fixture=True, trainiumNodeGroups=[group], teams=[]).config
     valid = 0 <= min_size <= desired <= max_size and max_size >= 1
     if valid:
         assert parse(raw, stack="staging").trainium_node_groups[0].scaling.desired_size == desired
     else:
         with pytest.raises(ConfigError):
             parse(raw, stack="staging")
-
-
-def test_pulumi_yaml_and_the_configuration_guide_are_generated_from_the_model():
-    for path, text in schema_docs.generated().items():
-        assert path.read_text() == text, f"{path.relative_to(REPO_ROOT)} is stale: run `make docs` and commit the result"
-
-
-def test_every_key_of_the_model_is_declared_and_listed_in_the_guide():
-    _, declared = declarations()
-    properties = StackInput.model_json_schema(by_alias=True)["properties"]
-    assert set(declared) == set(properties)
-    for key, prop in properties.items():
-        assert f"| `{key}` |" in schema_docs.section(prop["section"]), key
-
-
-@pytest.mark.parametrize(
-    ("edit", "words"),
-    [
-        (lambda text: text.replace("<!-- end of generated: storage -->", ""), "'storage' has no end marker"),
-        (
-            lambda text: re.sub(r"<!-- generated [^\n]*: storage -->.*: storage -->", "", text, flags=re.S),
-            "no block for the section 'storage'",
-        ),
-        (lambda text: text.replace(": storage -->", ": strage -->"), "no model key is listed in 'strage'"),
-    ],
-)
-def test_a_guide_whose_markers_do_not_match_the_model_is_refused_in_one_line(edit, words):
-    guide = (REPO_ROOT / schema_docs.GUIDE).read_text()
-    with pytest.raises(schema_docs.DocsError, match=words) as raised:
-        schema_docs.configuration_md(edit(guide))
-    assert "\n" not in str(raised.value)
-
-
-def test_generated_tables_keep_the_prose_around_them():
-    guide = (REPO_ROOT / schema_docs.GUIDE).read_text()
-    emptied = re.sub(r"(model: (\S+) -->\n).*?(<!-- end of generated: \2 -->)", r"\1\3", guide, flags=re.S)
-    assert emptied != guide and schema_docs.configuration_md(emptied) == schema_docs.configuration_md(guide)

@@ -8,7 +8,7 @@ import pytest
 from support import STACKS, evaluate, node_group_config, offering, run_preflight, settings
 
 from preflight import analysis
-from trainium_eks import catalog, cost, deployment
+from trainium_eks import catalog, cost, deployment, service_prices
 from trainium_eks.graph import Graph, Node
 from trainium_eks.trainium_groups import trainium_groups
 
@@ -44,7 +44,9 @@ def test_every_billed_resource_has_a_line():
     ):
         assert {r["urn"] for r in plan["resources"] if r["type"] == type_} <= billed, type_
     fsx = next(r for r in plan["resources"] if r["type"] == "aws:fsx/lustreFileSystem:LustreFileSystem")
-    rate = catalog.FSX_LUSTRE_USD_PER_GB_MONTH[(fsx["inputs"]["deploymentType"], int(fsx["inputs"]["perUnitStorageThroughput"]))]
+    rate = service_prices.FSX_LUSTRE_USD_PER_GB_MONTH[
+        (fsx["inputs"]["deploymentType"], int(fsx["inputs"]["perUnitStorageThroughput"]))
+    ]
     fsx_line = next(line for line in plan["cost"]["lines"] if line["urn"] == fsx["urn"])
     assert fsx_line["hourlyUsd"] == pytest.approx(fsx["inputs"]["storageCapacity"] * rate / catalog.HOURS_PER_MONTH, abs=1e-4)
 
@@ -54,14 +56,14 @@ def test_scaling_changes_the_cost_by_the_node_price():
     small = annotated("staging", trainiumNodeGroups=[node_group_config("trn1-32xl", "trn1.32xlarge", size=2)], **place)
     large = annotated("staging", trainiumNodeGroups=[node_group_config("trn1-32xl", "trn1.32xlarge", size=3)], **place)
     node = catalog.INSTANCE_TYPES["trn1.32xlarge"].price(place["aws:region"])
-    root_volume = 500 * catalog.EBS_GP3_USD_PER_GB_MONTH / catalog.HOURS_PER_MONTH
+    root_volume = 500 * service_prices.EBS_GP3_USD_PER_GB_MONTH / catalog.HOURS_PER_MONTH
     assert large["cost"]["hourlyUsd"] - small["cost"]["hourlyUsd"] == pytest.approx(node + root_volume, abs=1e-3)
 
 
 def test_extended_support_versions_bill_the_extended_rate():
     plan = annotated("dev", kubernetesVersion="1.34")
     line = next(line for line in plan["cost"]["lines"] if "control plane" in line["description"])
-    assert line["hourlyUsd"] == catalog.EKS_EXTENDED_SUPPORT_USD_PER_HOUR
+    assert line["hourlyUsd"] == service_prices.EKS_EXTENDED_SUPPORT_USD_PER_HOUR
 
 
 def test_cost_guard_uses_the_same_estimate():

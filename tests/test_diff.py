@@ -12,9 +12,9 @@ import pytest
 from support import PROJECT, evaluate, one_group, run_preflight, stack_copy
 
 from preflight import analysis, baseline, cli, diff, impact_report, stackfile
-from trainium_eks import catalog, tokens, versions
+from trainium_eks import catalog, service_prices, tokens, versions
 
-BASE = "dev"  # any stack: the fixtures set what these tests depend on
+BASE = "dev"  # any fixture stack (tests/fixture_stacks): the overrides set what these tests depend on
 TEAMS = [
     {"name": name, "neuronShare": 0.5, "principalArns": [f"arn:aws:iam::111122223333:role/{name}-researchers"]}
     for name in ("alpha", "beta")
@@ -34,7 +34,7 @@ def with_group(fixture: dict, **group) -> dict:
 
 def plan(**overrides) -> dict:
     """The fixture's plan as `plan --json` prints it (with the cost estimate)."""
-    return analysis.annotate(evaluate(BASE, **overrides).to_json())
+    return analysis.annotate(evaluate(BASE, fixture=True, **overrides).to_json())
 
 
 def by_name(impact: diff.Impact) -> dict[str, diff.Change]:
@@ -42,7 +42,7 @@ def by_name(impact: diff.Impact) -> dict[str, diff.Change]:
 
 
 def fixture_file(directory, overrides: dict) -> str:
-    """BASE's stack file with ``overrides`` (as ``support.settings`` takes them) applied, for the CLI."""
+    """BASE's fixture stack file with ``overrides`` (as ``support.settings`` takes them) applied, for the CLI."""
 
     def edit(config: dict) -> None:
         for key, value in overrides.items():
@@ -53,7 +53,7 @@ def fixture_file(directory, overrides: dict) -> str:
                 config[full_key] = value
 
     directory.mkdir(parents=True)
-    return stack_copy(directory, BASE, edit)
+    return stack_copy(directory, BASE, edit, fixture=True)
 
 
 def run_diff(tmp_path, before: dict, after: dict, *options: str):
@@ -80,7 +80,7 @@ def test_scaling_a_managed_group_is_one_in_place_change_and_the_month_costs_one_
         {"path": "scalingConfig.minSize", "old": 1, "new": 2},
     ]
     node = catalog.INSTANCE_TYPES["trn1.32xlarge"].on_demand_usd_per_hour[before["aws:region"]] * catalog.HOURS_PER_MONTH
-    root_volume = 300 * catalog.EBS_GP3_USD_PER_GB_MONTH
+    root_volume = 300 * service_prices.EBS_GP3_USD_PER_GB_MONTH
     busy = impact["cost"]["after"]["busyUsd"] - impact["cost"]["before"]["busyUsd"]
     assert busy == pytest.approx(node + root_volume, abs=1)
     text = run_diff(tmp_path / "text", before, after).stdout

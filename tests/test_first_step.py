@@ -9,7 +9,7 @@ from support import STACKS, evaluate, one_group, run_preflight
 from test_network import EXISTING
 
 from preflight import analysis
-from trainium_eks import catalog, first_step
+from trainium_eks import first_step, service_prices
 
 pytestmark = pytest.mark.stacks
 
@@ -63,7 +63,7 @@ def test_without_the_platforms_endpoints_the_pull_goes_through_nat_slower_and_bi
     endpoint_pull, nat_pull = terms(through_endpoint)["training image pull"], terms(through_nat)["training image pull"]
     assert "ECR interface endpoint" in endpoint_pull["source"] and "NAT gateway" in nat_pull["source"]
     assert nat_pull["minutes"] > endpoint_pull["minutes"]
-    assert catalog.NAT_GATEWAY_USD_PER_GB > catalog.VPC_INTERFACE_ENDPOINT_USD_PER_GB
+    assert service_prices.NAT_GATEWAY_USD_PER_GB > service_prices.VPC_INTERFACE_ENDPOINT_USD_PER_GB
 
 
 def test_interface_endpoints_are_in_the_monthly_cost_and_the_s3_gateway_is_free():
@@ -76,7 +76,7 @@ def test_interface_endpoints_are_in_the_monthly_cost_and_the_s3_gateway_is_free(
     ]
     assert len(endpoints) == len(interface) and not any(".s3" in line["description"] for line in endpoints)
     hourly = sum(line["hourlyUsd"] for line in endpoints)
-    assert hourly == pytest.approx(len(interface) * catalog.VPC_INTERFACE_ENDPOINT_USD_PER_AZ_HOUR)  # one AZ each
+    assert hourly == pytest.approx(len(interface) * service_prices.VPC_INTERFACE_ENDPOINT_USD_PER_AZ_HOUR)  # one AZ each
 
 
 def test_plan_prints_the_estimate_and_refuses_a_bad_image_size_in_one_line():

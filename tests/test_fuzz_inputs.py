@@ -3,7 +3,8 @@
 Whatever comes in, a tool exits 0, 1 (mandatory violations) or 2 (bad input) and never raises; exit 2 comes
 with exactly one line on stderr; and a stack that is accepted yields a plan whose names and tags follow AWS's
 and Kubernetes' rules. The tools run in-process (their ``main``), so each example costs an evaluation, not an
-interpreter start. Examples are derandomized: CI sees the same inputs every run.
+interpreter start. Examples are derandomized: CI sees the same inputs every run. The inputs are edits of the fixture
+staging stack (tests/fixture_stacks), whose shape the cases know, whatever the shipped stacks hold.
 """
 
 from __future__ import annotations
@@ -16,15 +17,14 @@ import re
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import evaluate
+from support import FIXTURE_STACKS, evaluate
 
 from jobs import launch
 from preflight import cli
-from preflight.stackfile import REPO_ROOT
 from trainium_eks.config import fields
 
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-STAGING_FILE = REPO_ROOT / "stacks" / "Pulumi.staging.yaml"
+STAGING_FILE = FIXTURE_STACKS / "Pulumi.staging.yaml"
 # Any JSON-like value, a few levels deep.
 VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False) | st.text(max_size=40),
@@ -41,7 +41,7 @@ NODE_GROUP_FIELDS = st.sampled_from(
 
 @functools.cache
 def staging_plan() -> str:
-    return json.dumps(evaluate("staging").to_json())
+    return json.dumps(evaluate("staging", fixture=True).to_json())
 
 
 def run(main, argv, capsys) -> tuple[int, str, str]:

@@ -23,12 +23,11 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import cached_plan, evaluate, one_group
+from support import FIXTURE_STACKS, cached_plan, evaluate, one_group
 
 import policies.rules
 from policies.rules import teams
 from preflight import cli
-from preflight.stackfile import REPO_ROOT
 from trainium_eks import layout, names, tokens
 from trainium_eks.contract import ContractError, PlatformContract
 from trainium_eks.graph import UNKNOWN, Graph
@@ -59,7 +58,8 @@ def test_name_patterns_take_the_whole_string_in_ascii(data, name):
     assert not pattern.match(bad), (name, bad)
 
 
-STAGING = yaml.safe_load((REPO_ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
+# The fixture staging stack (tests/fixture_stacks): one Trainium group, as the cases below know, whatever stacks/ holds.
+STAGING = yaml.safe_load((FIXTURE_STACKS / "Pulumi.staging.yaml").read_text())
 ROLE = "arn:aws:iam::111122223333:role/researchers"
 
 
@@ -101,7 +101,7 @@ def test_a_spoiled_name_in_a_stack_file_is_refused_in_one_line(tmp_path_factory,
 
 @functools.cache
 def staging_outputs() -> str:
-    return json.dumps(cached_plan("staging", False).to_json()["outputs"])
+    return json.dumps(cached_plan("staging", False, fixture=True).to_json()["outputs"])
 
 
 TEAM = {
@@ -210,7 +210,7 @@ PLANS = {
 @functools.cache
 def fixture_plan(kind: str) -> str:
     stack, overrides = PLANS[kind]
-    return json.dumps(evaluate(stack, **overrides).to_json()["resources"])
+    return json.dumps(evaluate(stack, fixture=True, **overrides).to_json()["resources"])
 
 
 def _places(value, path=()):

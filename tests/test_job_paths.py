@@ -18,9 +18,10 @@ NOT_WRITABLE = "/proc/self"  # a directory no one may create a file in, root inc
 
 @functools.cache
 def fixture_outputs() -> str:
-    """A stack of one elastic trn1.32xlarge group, with a private endpoint (so with an access host), whatever the shipped
-    stacks hold."""
-    return json.dumps(evaluate("staging", endpointPublicAccess=False, publicAccessCidrs=[], **one_group("trn1.32xlarge")).outputs)
+    """A fixture stack of one elastic trn1.32xlarge group, with a private endpoint (so with an access host), whatever the
+    shipped stacks hold."""
+    private = {"endpointPublicAccess": False, "publicAccessCidrs": []}
+    return json.dumps(evaluate("staging", fixture=True, **private, **one_group("trn1.32xlarge")).outputs)
 
 
 def kubeconfig(server: str = "https://cluster.example.com") -> dict:

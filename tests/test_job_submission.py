@@ -14,7 +14,7 @@ import threading
 
 import pytest
 import trustme
-from support import evaluate, one_group
+from support import answer_json, evaluate, one_group
 
 from jobs.local_etcd import free_port
 from preflight.stackfile import REPO_ROOT
@@ -26,8 +26,8 @@ TOKEN = json.dumps({"apiVersion": "client.authentication.k8s.io/v1beta1", "kind"
 
 @functools.cache
 def fixture_outputs() -> str:
-    """A stack of one elastic trn1.32xlarge group and a public endpoint, whatever the shipped stacks hold."""
-    return json.dumps(evaluate("staging", **one_group("trn1.32xlarge")).outputs)
+    """A fixture stack of one elastic trn1.32xlarge group and a public endpoint, whatever the shipped stacks hold."""
+    return json.dumps(evaluate("staging", fixture=True, **one_group("trn1.32xlarge")).outputs)
 
 
 def outputs_with_kubeconfig(tmp_path, server: str, credential: str, authority: trustme.CA | None = None):
@@ -86,12 +86,7 @@ class Refusing(http.server.BaseHTTPRequestHandler):
         reasons = {401: "Unauthorized", 403: "Forbidden", 409: "AlreadyExists"}
         message = {409: f'jobs.batch.volcano.sh "{name}" already exists', 403: "forbidden", 401: "Unauthorized"}
         body = {"kind": "Status", "status": "Failure", "reason": reasons[self.status], "message": message[self.status]}
-        answer = json.dumps(body).encode()
-        self.send_response(self.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
+        answer_json(self, self.status, body)
 
     def log_message(self, *args):
         pass

@@ -35,8 +35,8 @@ SHAPING = {"--data-dir", "--batch-size", "--grad-accum-steps"}
 
 @functools.cache
 def fixture_outputs() -> str:
-    """A stack of one elastic trn1.32xlarge group and no team, whatever the shipped stacks hold."""
-    return json.dumps(evaluate("staging", **one_group("trn1.32xlarge")).outputs)
+    """A fixture stack of one elastic trn1.32xlarge group and no team, whatever the shipped stacks hold."""
+    return json.dumps(evaluate("staging", fixture=True, **one_group("trn1.32xlarge")).outputs)
 
 
 def contract() -> PlatformContract:

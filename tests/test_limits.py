@@ -3,7 +3,10 @@ beyond the account's quota, an image size no node holds, a reservation given to 
 launcher's and the first-step estimate's node counts, README's scaling example, lists longer than EKS takes, values the CLI would
 read otherwise (a boolean spelling, a null, a control character in a tag), a key given twice, a policy config that
 names no policy or is missing, and stack outputs the job tools cannot use. Each is one line naming the key and the
-fix, exit status 2 where a command reads it."""
+fix, exit status 2 where a command reads it.
+
+The cases edit the fixture stacks (tests/fixture_stacks), their Trainium groups where the catalog offers the type, so that
+no shipped stack's values are assumed."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from support import cached_plan, evaluate, node_group_config, run_preflight, settings, stack_copy
+from support import FIXTURE_STACKS, cached_plan, evaluate, node_group_config, offering, run_preflight, settings, stack_copy
 from test_jobs import outputs_file, run_module
 from test_preflight_bad_input import MINIMAL_PLAN, one_line
 
@@ -27,11 +30,18 @@ from trainium_eks.contract import ContractError, PlatformContract
 from trainium_eks.graph import Graph
 
 POOL = {"name": "trn1-32xl", "instanceType": "trn1.32xlarge", "provisioning": "karpenter"}
+# The fixture staging stack without teams, where the catalog offers trn1.32xlarge: the groups below are of that type.
+STAGING = {"teams": [], **offering("trn1.32xlarge")}
+DEV_FILE = str(FIXTURE_STACKS / "Pulumi.dev.yaml")
+
+
+def staging(**overrides) -> stackfile.StackSettings:
+    return settings("staging", fixture=True, **{**STAGING, **overrides})
 
 
 def refusal(**overrides) -> str:
     with pytest.raises(ConfigError) as caught:
-        parse(settings("staging", teams=[], **overrides).config, stack="staging")
+        parse(staging(**overrides).config, stack="staging")
     message = str(caught.value)
     assert "\n" not in message and "; " in message, message
     return message
@@ -64,9 +74,7 @@ def test_the_cni_limits_give_the_eks_ami_max_pods(instance_type):
 @pytest.mark.parametrize("vpc_cidr", ["10.0.0.0/20", "10.0.0.0/16"])
 def test_a_pool_fits_its_subnet_up_to_the_last_running_node(vpc_cidr):
     fitting = trainium_subnet_addresses(vpc_cidr) // running_node("trn1.32xlarge")
-    accepted = parse(
-        settings("staging", teams=[], vpcCidr=vpc_cidr, trainiumNodeGroups=[{**POOL, "maxSize": fitting}]).config, stack="staging"
-    )
+    accepted = parse(staging(vpcCidr=vpc_cidr, trainiumNodeGroups=[{**POOL, "maxSize": fitting}]).config, stack="staging")
     assert accepted.trainium_node_groups[0].scaling.max_size == fitting
     message = refusal(vpcCidr=vpc_cidr, trainiumNodeGroups=[{**POOL, "maxSize": fitting + 1}])
     assert message.startswith("trainium-eks:trainiumNodeGroups[0].maxSize:")
@@ -92,7 +100,7 @@ def test_two_groups_share_the_subnet():
 @given(st.integers(1, 10**30))
 def test_any_pool_size_is_accepted_exactly_when_its_running_nodes_fit(max_size):
     fits = max_size * running_node("trn1.32xlarge") <= trainium_subnet_addresses("10.0.0.0/20")
-    raw = settings("staging", teams=[], vpcCidr="10.0.0.0/20", trainiumNodeGroups=[{**POOL, "maxSize": max_size}]).config
+    raw = staging(vpcCidr="10.0.0.0/20", trainiumNodeGroups=[{**POOL, "maxSize": max_size}]).config
     if fits:
         parse(raw, stack="staging")
     else:
@@ -107,11 +115,12 @@ def test_plan_prints_what_the_rule_counts_and_warns_when_crowded_nodes_would_not
     assert size * spec.node_addresses(0, crowded=True) > subnet
 
     def edit(config):
+        config["aws:region"], config["trainium-eks:trainiumAzId"] = STAGING["aws:region"], STAGING["trainiumAzId"]
         config["trainium-eks:vpcCidr"] = "10.0.0.0/20"
         config["trainium-eks:teams"] = []
         config["trainium-eks:trainiumNodeGroups"] = [{**POOL, "maxSize": size}]
 
-    result = run_preflight("plan", "staging", "--stack-file", stack_copy(tmp_path, "staging", edit))
+    result = run_preflight("plan", "staging", "--stack-file", stack_copy(tmp_path, "staging", edit, fixture=True))
     assert result.returncode == 0, result.stderr
     assert f"({subnet:,} usable)" in result.stdout
     assert f"{running_node('trn1.32xlarge')} per running trn1.32xlarge node" in result.stdout
@@ -125,11 +134,10 @@ def test_plan_prints_what_the_rule_counts_and_warns_when_crowded_nodes_would_not
 
 
 def test_a_file_system_beyond_the_accounts_default_quota_is_refused():
-    region = settings("staging").config["aws:region"]
-    quota = catalog.FSX_LUSTRE_STORAGE_QUOTA_GIB[region]
+    quota = catalog.FSX_LUSTRE_STORAGE_QUOTA_GIB[STAGING["aws:region"]]
     largest = quota - quota % 2400
     storage = {"fsxDeploymentType": "PERSISTENT_2", "fsxThroughputPerTiB": 125}
-    assert parse(settings("staging", teams=[], fsxStorageCapacityGiB=largest, **storage).config, stack="staging")
+    assert parse(staging(fsxStorageCapacityGiB=largest, **storage).config, stack="staging")
     for capacity in (largest + 2400, 240_000_000):
         message = refusal(fsxStorageCapacityGiB=capacity, **storage)
         assert message.startswith("trainium-eks:fsxStorageCapacityGiB:") and f"{quota:,} GiB" in message
@@ -141,11 +149,11 @@ def test_a_file_system_beyond_the_accounts_default_quota_is_refused():
 
 @pytest.mark.parametrize("size", ["1e308", "inf", "nan", "0", "-1", "8000", "ten"])
 def test_an_image_size_no_node_can_hold_is_refused_in_one_line(size):
-    one_line(run_preflight("plan", "dev", "--image-gib", size), "--image-gib", "is not an image size")
+    one_line(run_preflight("plan", "dev", "--stack-file", DEV_FILE, "--image-gib", size), "--image-gib", "is not an image size")
 
 
 def test_a_plausible_image_size_is_counted_in_dollars_and_minutes():
-    result = run_preflight("plan", "dev", "--json", "--image-gib", "25")
+    result = run_preflight("plan", "dev", "--stack-file", DEV_FILE, "--json", "--image-gib", "25")
     assert result.returncode == 0, result.stderr
     pulls = [t for step in json.loads(result.stdout)["firstStep"] for t in step["terms"] if "image pull" in t["what"]]
     assert pulls and all(t["minutes"] and math.isfinite(t["minutes"]) and "inf" not in t["source"] for t in pulls)
@@ -157,7 +165,7 @@ RESERVATION = {"type": "odcr", "id": "cr-0123456789abcdef0", "instanceCount": 2}
 
 
 def reserved_groups(*ids: str) -> list[dict]:
-    az = settings("staging").config["trainium-eks:trainiumAzId"]
+    az = STAGING["trainiumAzId"]
     return [
         node_group_config(f"trn1-{i}", "trn1.32xlarge", size=1, capacityReservation={**RESERVATION, "id": cr, "azId": az})
         for i, cr in enumerate(ids)
@@ -170,8 +178,9 @@ def test_a_reservation_serves_one_group():
 
 
 def test_a_reservation_two_groups_name_is_billed_once():
-    plan = evaluate("staging", teams=[], trainiumNodeGroups=reserved_groups("cr-0123456789abcdef0", "cr-0fedcba9876543210"))
-    region = settings("staging").config["aws:region"]
+    groups = reserved_groups("cr-0123456789abcdef0", "cr-0fedcba9876543210")
+    plan = evaluate("staging", fixture=True, **STAGING, trainiumNodeGroups=groups)
+    region = STAGING["aws:region"]
     separate = cost.estimate(Graph.from_records(plan.to_json()["resources"]), region)
     shared = plan.to_json()
     for resource in shared["resources"]:  # a hand-edited plan: the second group's template names the first reservation
@@ -189,7 +198,7 @@ def test_a_reservation_two_groups_name_is_billed_once():
 
 def test_the_first_step_counts_the_nodes_the_launcher_lets_a_job_take():
     groups = [node_group_config("trn1n", "trn1n.32xlarge", size=2) | {"maxSize": 6}]
-    plan = analysis.annotate(evaluate("prod", trainiumNodeGroups=groups).to_json())
+    plan = analysis.annotate(evaluate("prod", fixture=True, trainiumNodeGroups=groups, **offering("trn1n.32xlarge")).to_json())
     contract = PlatformContract.from_outputs(plan["outputs"])
     (step,) = plan["firstStep"]
     assert step["nodes"] == contract.node_ceiling(contract.node_groups[0]) == 2
@@ -199,17 +208,17 @@ def test_the_first_step_counts_the_nodes_the_launcher_lets_a_job_take():
 
 
 def test_the_readme_scaling_example_passes_the_packs_or_says_which_policy_it_meets():
+    """README speaks of the stacks as shipped, whose copies the fixture stacks are: a user's edits do not change it."""
     text = (stackfile.REPO_ROOT / "README.md").read_text()
     section = text[text.index("### Scaling") : text.index("### How elastic capacity")]
-    stack, desired = re.search(r"run (\w+)'s `[\w-]+` group.*?`desiredSize: (\d+)`", section, re.S).groups()
-    groups = stackfile.load(stack).config["trainium-eks:trainiumNodeGroups"]
-    edited = [
-        {**g, "desiredSize": int(desired)} if g.get("provisioning", "managed") == "managed" else g for g in json.loads(groups)
-    ]
-    plan = analysis.annotate(evaluate(stack, trainiumNodeGroups=edited).to_json())
-    result = check.check_plan(plan, check.load_policy_config(stack), stack)
+    stack, group, desired = re.search(r"run (\w+)'s `([\w-]+)` group.*?`desiredSize: (\d+)`", section, re.S).groups()
+    groups = json.loads(settings(stack, fixture=True).config["trainium-eks:trainiumNodeGroups"])
+    assert group in {g["name"] for g in groups}, groups
+    edited = [{**g, "desiredSize": int(desired)} if g["name"] == group else g for g in groups]
+    plan = analysis.annotate(evaluate(stack, fixture=True, trainiumNodeGroups=edited).to_json())
+    result = check.check_plan(plan, check.load_policy_config(stack, FIXTURE_STACKS / "policy-config" / f"{stack}.json"), stack)
     assert all(f"`{v.policy}`" in section for v in result.mandatory), [v.message for v in result.mandatory]
-    assert int(desired) <= max(g["maxSize"] for g in json.loads(groups))
+    assert int(desired) <= next(g["maxSize"] for g in groups if g["name"] == group)  # "within its maxSize"
 
 
 # ---- what EKS and the CLI take ----------------------------------------------------------------------------------
@@ -222,7 +231,7 @@ def test_more_public_ranges_than_eks_takes_are_refused():
 
 @pytest.mark.parametrize("spelling", ["True", "true", "False", "false"])
 def test_booleans_read_as_the_sdk_reads_them(spelling):
-    cfg = parse(settings("staging", teams=[], tensorboard=spelling).config, stack="staging")
+    cfg = parse(staging(tensorboard=spelling).config, stack="staging")
     assert cfg.tensorboard is (spelling.lower() == "true")
 
 
@@ -269,7 +278,8 @@ def test_a_policy_config_naming_no_policy_is_refused(tmp_path):
 def test_a_stack_without_a_policy_config_is_refused(tmp_path):
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({**MINIMAL_PLAN, "stack": "qa"}))
-    one_line(run_preflight("check", "--graph", str(plan)), "policies/config/qa.json", "not found", "{}")
+    missing = stackfile.policy_config_directory() / "qa.json"  # policies/config, or $PREFLIGHT_STACK_DIR's policy-config
+    one_line(run_preflight("check", "--graph", str(plan)), str(missing), "not found", "{}")
 
 
 # ---- stack outputs the job tools read ---------------------------------------------------------------------------
@@ -284,7 +294,7 @@ BAD_OUTPUTS = [
 @pytest.mark.parametrize(("key", "value", "words"), BAD_OUTPUTS, ids=[f"{k}={v}" for k, v, _ in BAD_OUTPUTS])
 @pytest.mark.parametrize("tool", [("jobs.launch", "--dryrun"), ("jobs.acceptance", "etcd-rendezvous", "--dryrun")])
 def test_malformed_outputs_stop_the_job_tools_in_one_line(tmp_path, tool, key, value, words):
-    path, _ = outputs_file(tmp_path, edit=lambda outputs: outputs.update({key: value}))
+    path, _ = outputs_file(tmp_path, edit=lambda outputs: outputs.update({key: value}), fixture=True)
     module, *args = tool
     one_line(run_module(module, *args, "--outputs", str(path)), words)
 
@@ -292,7 +302,7 @@ def test_malformed_outputs_stop_the_job_tools_in_one_line(tmp_path, tool, key, v
 @hypothesis_settings(max_examples=60, deadline=None)
 @given(st.text(max_size=40))
 def test_any_etcd_endpoint_is_read_or_refused_never_a_traceback(endpoint):
-    outputs = json.loads(json.dumps(cached_plan("staging", False).outputs))
+    outputs = json.loads(json.dumps(cached_plan("staging", False, fixture=True).outputs))
     outputs["etcdEndpoint"] = endpoint
     try:
         contract = PlatformContract.from_outputs(outputs)

@@ -2,8 +2,9 @@
 stack's plan (tests/fixture_stacks: copies of the shipped stacks that a user's edits do not reach).
 
 The mutation cases are one table keyed by policy name (``tests/policy_mutations.py``, with
-``tests/elastic_mutations.py``, ``tests/deploy_path_mutations.py`` and ``tests/team_mutations.py``), and its keys are
-exactly the packs' policies, so a policy without a mutation case (or a case for no policy) fails the suite.
+``tests/workload_mutations.py``, ``tests/elastic_mutations.py``, ``tests/deploy_path_mutations.py``,
+``tests/team_mutations.py`` and the other ``tests/*_mutations.py``, built from ``tests/mutation_case.py``), and its keys
+are exactly the packs' policies, so a policy without a mutation case (or a case for no policy) fails the suite.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from deploy_path_mutations import ACCESS_PATH_CASES, DEPLOY_PATH_CASES
 from elastic_mutations import ELASTIC_CASES, SPARED_ELASTIC
 from first_step_mutations import FIRST_STEP_CASES, SPARED_FIRST_STEP
 from limits_mutations import LIMITS_CASES
-from policy_mutations import MANAGED_GROUP_AND_PLATFORM_CASES, SPARED_MANAGED, Case, plan_of, resource, trainium_node_group
+from mutation_case import Case, plan_of, resource, trainium_node_group
+from policy_mutations import MANAGED_GROUP_AND_PLATFORM_CASES, SPARED_MANAGED
 from support import FIXTURE_STACKS, STACKS, cached_plan
 from team_mutations import TEAM_CASES
 from upgrade_mutations import UPGRADE_CASES
+from workload_mutations import WORKLOAD_CASES
 
 from policies.packs import PACKS
 from policies.rules.security import ECR
@@ -41,6 +44,7 @@ def merged(*tables: dict[str, list[Case]]) -> dict[str, list[Case]]:
 
 MUTATIONS = merged(
     MANAGED_GROUP_AND_PLATFORM_CASES,
+    WORKLOAD_CASES,
     ELASTIC_CASES,
     DEPLOY_PATH_CASES,
     ACCESS_PATH_CASES,

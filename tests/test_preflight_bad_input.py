@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import run_preflight
+from support import FIXTURE_STACKS, run_preflight
 
 from preflight import stackfile
 from preflight.stackfile import REPO_ROOT
@@ -123,7 +123,7 @@ def test_an_alias_bomb_is_refused_before_anything_expands(tmp_path):
 @pytest.mark.parametrize("command", [["plan", "staging"], ["check", "staging"], ["diff", "staging", "--against"]])
 def test_unreadable_stack_files(tmp_path, command):
     path = tmp_path / "Pulumi.staging.yaml"
-    path.write_text((REPO_ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
+    path.write_text((FIXTURE_STACKS / "Pulumi.staging.yaml").read_text())
     args = [*command, str(path)] if command[0] == "diff" else [*command, "--stack-file", str(path)]
     one_line(run_with_unreadable(path, *args), str(path), "permission denied")
 
@@ -302,7 +302,7 @@ def test_usage_errors(args):
     ids=["typo", "wrong-type", "size-on-a-pool", "latest-image"],
 )
 def test_cli_exits_2_with_one_line_and_no_traceback(tmp_path, edit, words):
-    document = yaml.safe_load((REPO_ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
+    document = yaml.safe_load((FIXTURE_STACKS / "Pulumi.staging.yaml").read_text())  # an elastic group, as the cases know
     edit(document["config"])
     stack_file = tmp_path / "Pulumi.staging.yaml"
     stack_file.write_text(yaml.safe_dump(document))

@@ -18,8 +18,8 @@ ELASTIC = [{"name": "trn1-2xl", "instanceType": "trn1.2xlarge", "provisioning": 
 
 
 def plan_with(**overrides) -> dict:
-    """A stack with a Karpenter pool (two controller replicas, one per node) and the given system nodes."""
-    return evaluate("dev", trainiumNodeGroups=ELASTIC, etcdMembers=1, **overrides).to_json()
+    """A fixture stack with a Karpenter pool (two controller replicas, one per node) and the given system nodes."""
+    return evaluate("dev", fixture=True, trainiumNodeGroups=ELASTIC, etcdMembers=1, **overrides).to_json()
 
 
 def karpenter(plan: dict) -> dict:
@@ -43,7 +43,7 @@ def test_a_fitting_stack_is_placed_and_printed_in_text_and_json(tmp_path):
         config["trainium-eks:systemNodeInstanceType"] = "m6i.2xlarge"
         config["trainium-eks:systemNodeMinSize"] = 2
 
-    path = stack_copy(tmp_path, "dev", edit)
+    path = stack_copy(tmp_path, "dev", edit, fixture=True)
     text = run_preflight("plan", "dev", "--stack-file", path)
     assert text.returncode == 0, text.stderr
     assert "System pods on 2 x m6i.2xlarge (systemNodeMinSize;" in text.stdout and "): fit" in text.stdout

@@ -1,8 +1,9 @@
 """Team isolation at admission: the plan of a stack with teams holds one ValidatingAdmissionPolicy per rule, bound in
 the team namespaces; each CEL expression, as the plan declares it, is evaluated (``admission_review``) against objects
 it must admit (the team's own, the jobs the platform's tools build for the team, and their pods and PodGroups as
-Volcano creates them) and objects it must refuse (a binding to every signed-in user, another team's queue, a Neuron pod
-on ``default-scheduler``...). The fixture stack declares its own team, so the shipped stacks' teams do not matter."""
+Volcano creates them: ``admitted_workloads``) and objects it must refuse (a binding to every signed-in user, another
+team's queue, a Neuron pod on ``default-scheduler``...). A fixture stack (tests/fixture_stacks) with a team of the
+test's own: the shipped stacks do not matter."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import json
 import kubernetes_validate
 import pytest
 from admission_review import ENVIRONMENT, Kind, Policy, Request
-from support import STACKS, evaluate, manifest, settings
+from admitted_workloads import POD, POD_GROUP, VOLCANO_JOB, admitted_pod, workloads
+from support import evaluate, manifest, settings
 
 from jobs import acceptance, launch
 from trainium_eks import layout, tokens
@@ -20,21 +22,9 @@ from trainium_eks.contract import PlatformContract
 
 TEAM, OTHER = "alpha", "beta"  # OTHER is any other team: the rules name no team
 FIXTURE_TEAMS = [{"name": TEAM, "neuronShare": 1, "principalArns": ["arn:aws:iam::111122223333:role/alpha-researchers"]}]
-STACK = STACKS[0]
+STACK = "dev"  # a fixture stack: any would do, as the rules name no stack
 
 ROLE_BINDING = Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings")
-VOLCANO_JOB = Kind("batch.volcano.sh", "v1alpha1", "Job", "jobs")
-POD_GROUP = Kind("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")
-POD = Kind("", "v1", "Pod", "pods")
-BATCH_JOB = "batch/v1"
-
-# What the API server sets on every pod before validating admission: the scheduler's default (Pod defaulting) and the
-# not-ready and unreachable tolerations (the DefaultTolerationSeconds admission plugin).
-DEFAULT_SCHEDULER = "default-scheduler"
-DEFAULT_TOLERATIONS = [
-    {"key": f"node.kubernetes.io/{taint}", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
-    for taint in ("not-ready", "unreachable")
-]
 
 POLICIES = {
     "role-binding": "trainium-eks-team-role-binding-subjects",
@@ -46,7 +36,7 @@ POLICIES = {
 
 @pytest.fixture(scope="module")
 def plan():
-    return evaluate(STACK, teams=FIXTURE_TEAMS)
+    return evaluate(STACK, fixture=True, teams=FIXTURE_TEAMS)
 
 
 @pytest.fixture(scope="module")
@@ -75,36 +65,6 @@ def review(policies: dict[str, Policy], request: Request) -> dict[str, list[str]
     return {name: messages for name, policy in policies.items() if (messages := policy.refusals(request))}
 
 
-def admitted_pod(spec: dict, namespace: str, **metadata) -> dict:
-    """A pod as validating admission sees it, after the API server's defaults."""
-    pod_spec = copy.deepcopy(spec)
-    pod_spec.setdefault("schedulerName", DEFAULT_SCHEDULER)
-    pod_spec["tolerations"] = [*pod_spec.get("tolerations", []), *DEFAULT_TOLERATIONS]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": namespace, **metadata}, "spec": pod_spec}
-
-
-def pod_group(name: str, namespace: str, queue: str | None) -> dict:
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"minMember": 1, **({"queue": queue} if queue else {})},
-    }
-
-
-def created_by_volcano(job: dict) -> list[tuple[Kind, dict]]:
-    """What Volcano's job controller creates for ``job``: its PodGroup on the Job's queue, and each task's pods with
-    the Job's schedulerName where the template names none (pkg/controllers/job/job_controller_util.go, createJobPod)."""
-    namespace = job["metadata"]["namespace"]
-    group = pod_group(job["metadata"]["name"], namespace, job["spec"]["queue"])
-    pods = []
-    for task in job["spec"]["tasks"]:
-        spec = {"schedulerName": job["spec"].get("schedulerName", ""), **task["template"]["spec"]}
-        spec["schedulerName"] = spec["schedulerName"] or job["spec"]["schedulerName"]
-        pods.append((POD, admitted_pod(spec, namespace, labels=task["template"].get("metadata", {}).get("labels", {}))))
-    return [(POD_GROUP, group), *pods]
-
-
 # ---- the plan -----------------------------------------------------------------------------------------------------
 
 
@@ -131,7 +91,7 @@ def test_the_plan_of_a_stack_with_teams_holds_the_admission_policies(plan, polic
 
 
 def test_the_policies_pass_strict_schema_validation(plan):
-    version = settings(STACK).config["trainium-eks:kubernetesVersion"]
+    version = settings(STACK, fixture=True).config["trainium-eks:kubernetesVersion"]
     for kind in (tokens.K8S_VALIDATING_ADMISSION_POLICY, tokens.K8S_VALIDATING_ADMISSION_POLICY_BINDING):
         for resource in plan.find(kind):
             kubernetes_validate.validate(manifest(resource), version, strict=True)
@@ -148,7 +108,7 @@ def test_every_expression_compiles(policies):
 
 
 def test_a_stack_without_teams_has_no_admission_policies():
-    plan = evaluate(STACK, teams=[])
+    plan = evaluate(STACK, fixture=True, teams=[])
     assert plan.find(tokens.K8S_VALIDATING_ADMISSION_POLICY) == []
     assert plan.find(tokens.K8S_VALIDATING_ADMISSION_POLICY_BINDING) == []
 
@@ -340,30 +300,13 @@ def test_a_team_job_naming_another_queue_is_refused_and_its_own_admitted(policie
         assert list(refusals) == [POLICIES["queue"]] and f"not {queue}" in refusals[POLICIES["queue"]][0], (queue, refusals)
 
 
-def _workloads(job: dict) -> list[tuple[Kind, dict]]:
-    """What reaches admission for one manifest of the tools: a Volcano Job, its PodGroup and pods; or a batch Job's
-    pods, which the Job controller creates from its template, and for pods on Volcano's scheduler the PodGroup that
-    Volcano's podgroup controller creates in the queue their annotation names (buildPodGroupFromPod)."""
-    if job["apiVersion"] != BATCH_JOB:
-        return [(VOLCANO_JOB, job), *created_by_volcano(job)]
-    namespace, template = job["metadata"]["namespace"], job["spec"]["template"]
-    annotations = template.get("metadata", {}).get("annotations", {})
-    pod = admitted_pod(template["spec"], namespace, annotations=annotations)
-    if pod["spec"]["schedulerName"] != layout.VOLCANO_SCHEDULER:
-        return [(POD, pod)]
-    return [
-        (POD, pod),
-        (POD_GROUP, pod_group(job["metadata"]["name"], namespace, annotations.get(layout.VOLCANO_QUEUE_ANNOTATION))),
-    ]
-
-
 def test_every_job_the_tools_build_for_a_team_is_admitted_with_its_pods(policies, namespaces, contract):
     group = contract.node_groups[0]
     jobs = [launch.volcano_job(contract, launch.JobRequest(name="berttrain"))]
     jobs += [job for _, job in acceptance.build(contract, group, list(acceptance.CHECKS), None)[0]]
     checked = 0
     for job in jobs:
-        for kind, obj in _workloads(job):
+        for kind, obj in workloads(job):
             assert obj["metadata"]["namespace"] == layout.team_namespace(TEAM)
             refusals = review(policies, Request(kind, obj, namespaces["team"]))
             assert refusals == {}, (job["metadata"]["name"], kind.kind, refusals)

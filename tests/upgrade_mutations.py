@@ -7,7 +7,7 @@ on another version's build, and node image releases whose Neuron driver the trai
 from __future__ import annotations
 
 from elastic_mutations import edit_class
-from policy_mutations import Case, edit, edit_node_group
+from mutation_case import Case, edit, edit_node_group
 
 from trainium_eks.trainium_groups import NODE_CLASS, NODE_GROUP
 

@@ -1,7 +1,8 @@
 """Hardware catalog: every instance-type and region fact the platform relies on, in one table.
 
 Nothing else in the project hard-codes a device count, an EFA count, a price or an AZ offering:
-components, config validation, the preflight mocks and the tests all read them from here.
+components, config validation, the preflight mocks and the tests all read them from here. The prices of the services
+around the instances (EKS, NAT, VPC endpoints, EBS, FSx) are in trainium_eks/service_prices.py.
 
 Sources (read 2026-12):
 - [NEURON-HW]  aws-neuron-sdk about-neuron/arch/neuron-hardware/{trn1-arch,trn2-arch,trainium,trainium2}.rst
@@ -42,17 +43,6 @@ Sources (read 2026-12):
                awsdocs commit e3707c43): trn1.2xlarge 1 x 474 GB NVMe SSD, trn1.32xlarge and trn1n.32xlarge
                4 x 1900 GB; trn2.48xlarge 7600 GB of local NVMe in total (karpenter-provider-aws v1.14.1
                instance-types.md, karpenter.k8s.aws/instance-local-nvme), its disk count not found
-- [EKS-PRICE]  https://aws.amazon.com/eks/pricing/ (control plane: 0.10 USD/hour, 0.60 in extended support)
-- [VPC-PRICE]  https://aws.amazon.com/vpc/pricing/ (NAT gateway hour, public IPv4 address hour)
-- [ENDPOINT-PRICE] https://aws.amazon.com/privatelink/pricing/ (interface endpoints are billed "for each hour
-               that your VPC endpoint remains provisioned in each Availability Zone" and per GB processed: 0.01 USD
-               for the first PB). The hourly rate, 0.01 USD per endpoint and AZ, is in a table the page renders with
-               script, which was not read: the figure is from a third-party reading of it (awsnegotiations.com,
-               "AWS PrivateLink Cost Analysis", May 2026): verify before budgeting
-- [EBS-PRICE]  https://aws.amazon.com/ebs/pricing/ (gp3 GB-month)
-- [FSX-PRICE]  https://aws.amazon.com/fsx/lustre/pricing/ (SSD GB-month per deployment type and throughput tier)
-  Storage, NAT and control-plane prices are list prices read in 2026 (NAT, public IPv4, EKS, gp3 confirmed for
-  us-east-1; the three regions list the same NAT and EKS rates).
 
 AZ offerings change as AWS adds capacity. The table is the offline truth used for validation and
 previews; at deploy time the network component confirms the offering with
@@ -70,39 +60,9 @@ PRICE_SOURCE = "EC2 on-demand Linux list prices (karpenter-provider-aws pricing 
 HOURS_PER_MONTH = 730  # AWS's convention for monthly estimates
 HOST_NETWORK_PODS = 2  # the VPC CNI and kube-proxy, which eni-max-pods.txt adds to the pods with addresses [MAX-PODS]
 
-#: EKS control plane per cluster-hour: standard support, and extended support (versions past standard) [EKS-PRICE].
-EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
-EKS_EXTENDED_SUPPORT_USD_PER_HOUR = 0.60
-#: NAT gateway per hour and per GB it processes (usage-based: counted for the image pulls of a first training step,
-#: not in the monthly figure), and the public IPv4 address of its EIP per hour [VPC-PRICE].
-NAT_GATEWAY_USD_PER_HOUR = 0.045
-NAT_GATEWAY_USD_PER_GB = 0.045
-#: An interface VPC endpoint per AZ-hour, and per GB processed (the first PB a month in a region) [ENDPOINT-PRICE].
-#: Gateway endpoints (S3) are free (VPC User Guide, "Gateway endpoints": "There is no additional charge").
-VPC_INTERFACE_ENDPOINT_USD_PER_AZ_HOUR = 0.01
-VPC_INTERFACE_ENDPOINT_USD_PER_GB = 0.01
-PUBLIC_IPV4_USD_PER_HOUR = 0.005
 #: The account's FSx for Lustre storage (all file systems of a region) without a quota increase [FSX-QUOTA].
 FSX_LUSTRE_STORAGE_QUOTA_GIB: Mapping[str, int] = MappingProxyType(
     {"us-east-1": 100_800, "us-east-2": 100_800, "us-west-2": 100_800}
-)
-#: EBS gp3 storage per GB-month, with the included 3,000 IOPS and 125 MB/s [EBS-PRICE].
-EBS_GP3_USD_PER_GB_MONTH = 0.08
-#: FSx for Lustre SSD storage per GB-month by (deployment type, MB/s/TiB of throughput) [FSX-PRICE]. SCRATCH_2,
-#: PERSISTENT_1 (us-west-2) and PERSISTENT_2-125 (us-east-1) are Price List API readings of 2026-07; SCRATCH_1 and
-#: PERSISTENT_2 250/500/1000 are the published tiers as last seen, not re-read: check them before budgeting.
-FSX_LUSTRE_USD_PER_GB_MONTH: Mapping[tuple[str, int], float] = MappingProxyType(
-    {
-        ("SCRATCH_1", 0): 0.140,
-        ("SCRATCH_2", 0): 0.140,
-        ("PERSISTENT_1", 50): 0.140,
-        ("PERSISTENT_1", 100): 0.190,
-        ("PERSISTENT_1", 200): 0.290,
-        ("PERSISTENT_2", 125): 0.145,
-        ("PERSISTENT_2", 250): 0.210,
-        ("PERSISTENT_2", 500): 0.340,
-        ("PERSISTENT_2", 1000): 0.600,
-    }
 )
 
 

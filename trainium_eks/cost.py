@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainium_eks import catalog, layout, tokens, versions
+from trainium_eks import catalog, layout, service_prices, tokens, versions
 from trainium_eks.graph import Graph, Node, dig, number, vpc_endpoint_service
 from trainium_eks.quantities import quantity
 from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
@@ -83,7 +83,7 @@ class CostEstimate:
 
 
 def _volume_line(urn: str, busy: int, idle: int, disk: float) -> CostLine:
-    per_node = disk * catalog.EBS_GP3_USD_PER_GB_MONTH / catalog.HOURS_PER_MONTH
+    per_node = disk * service_prices.EBS_GP3_USD_PER_GB_MONTH / catalog.HOURS_PER_MONTH
     return CostLine(urn, f"{busy} x {int(disk)} GiB gp3 root volume", busy * per_node, idle * per_node)
 
 
@@ -162,7 +162,7 @@ def _trainium_group(group: TrainiumGroup, region: str, billed: set[str]) -> list
 def _control_plane(node: Node) -> list[CostLine]:
     version = node.props.get("version")
     extended = version in versions.EXTENDED_SUPPORT_KUBERNETES_VERSIONS
-    rate = catalog.EKS_EXTENDED_SUPPORT_USD_PER_HOUR if extended else catalog.EKS_CONTROL_PLANE_USD_PER_HOUR
+    rate = service_prices.EKS_EXTENDED_SUPPORT_USD_PER_HOUR if extended else service_prices.EKS_CONTROL_PLANE_USD_PER_HOUR
     support = "extended" if extended else "standard"
     return [CostLine(node.urn, f"EKS control plane (Kubernetes {version}, {support} support)", rate)]
 
@@ -171,7 +171,7 @@ def _file_system(node: Node) -> list[CostLine]:
     deployment = node.props.get("deploymentType")
     capacity = number(node.props.get("storageCapacity"))
     throughput = int(number(node.props.get("perUnitStorageThroughput")) or 0)
-    price = catalog.FSX_LUSTRE_USD_PER_GB_MONTH.get((deployment, throughput)) if isinstance(deployment, str) else None
+    price = service_prices.FSX_LUSTRE_USD_PER_GB_MONTH.get((deployment, throughput)) if isinstance(deployment, str) else None
     if capacity is None or price is None:
         return []
     tier = f", {throughput} MB/s/TiB" if throughput else ""
@@ -184,7 +184,7 @@ def _interface_endpoint(node: Node) -> list[CostLine]:
     subnets = node.props.get("subnetIds")
     zones = len(subnets) if isinstance(subnets, list) else 1  # one subnet per AZ; unknown while previewed: at least one
     service = vpc_endpoint_service(node) or "(unknown service)"
-    rate = zones * catalog.VPC_INTERFACE_ENDPOINT_USD_PER_AZ_HOUR
+    rate = zones * service_prices.VPC_INTERFACE_ENDPOINT_USD_PER_AZ_HOUR
     return [CostLine(node.urn, f"interface VPC endpoint {service} in {zones} AZ", rate)]
 
 
@@ -205,7 +205,7 @@ def estimate(graph: Graph, region: str) -> CostEstimate:
                 CostLine(
                     node.urn,
                     "NAT gateway and its public IPv4 address",
-                    catalog.NAT_GATEWAY_USD_PER_HOUR + catalog.PUBLIC_IPV4_USD_PER_HOUR,
+                    service_prices.NAT_GATEWAY_USD_PER_HOUR + service_prices.PUBLIC_IPV4_USD_PER_HOUR,
                 )
             )
         elif node.type == FSX:

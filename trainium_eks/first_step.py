@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainium_eks import catalog, tokens
+from trainium_eks import service_prices, tokens
 from trainium_eks.contract import job_node_ceiling
 from trainium_eks.graph import Graph, Node, number, vpc_endpoint_service
 from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
@@ -76,8 +76,8 @@ def _image_pull(group: TrainiumGroup, nodes: int, image_gib: float | None, throu
     if image_gib is None:
         return Term("training image pull", None, source + "; not counted: give the image's size (--image-gib)")
     pulled_gb = nodes * image_gib * 1024**3 / GB
-    rate = catalog.VPC_INTERFACE_ENDPOINT_USD_PER_GB if through_endpoints else catalog.NAT_GATEWAY_USD_PER_GB
-    cost = f"{pulled_gb * rate:.2f} USD of {route} data processing (NAT: {pulled_gb * catalog.NAT_GATEWAY_USD_PER_GB:.2f})"
+    rate = service_prices.VPC_INTERFACE_ENDPOINT_USD_PER_GB if through_endpoints else service_prices.NAT_GATEWAY_USD_PER_GB
+    cost = f"{pulled_gb * rate:.2f} USD of {route} data processing (NAT: {pulled_gb * service_prices.NAT_GATEWAY_USD_PER_GB:.2f})"
     return Term(f"training image pull ({image_gib:g} GiB)", image_gib * per_gib, f"{source}; {cost}")
 
 

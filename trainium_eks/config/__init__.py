@@ -86,7 +86,7 @@ def parse(raw_config: Mapping[str, Any], *, stack: str, project_file: Path = PRO
         name = loc[-1]
         if len(loc) > 1:
             return f"add {name} to {key_path(prefix, loc[:-1])}"
-        spec = declared[name]  # every key of the model is declared (tests/test_config.py)
+        spec = declared[name]  # every key of the model is declared (tests/test_config_schema.py)
         how = "add it to the stack file as a list" if spec.get("type") == "array" else f"run `pulumi config set {name} <value>`"
         return f"{how} ({spec.get('description', '')})"
 
