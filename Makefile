@@ -31,9 +31,10 @@ preview: $(STAMP)
 plan-json: $(STAMP)
 	@$(BIN)/python -m preflight plan $(STACK) --json
 
-## test: lint, then the whole test suite (with checkov from .venv-checkov)
+## test: lint, then the whole test suite (with checkov from .venv-checkov), in two processes: each test file runs whole
+## in one, so a file's shared fixture (a real training run, a real etcd) is made once
 test: lint $(CHECKOV_STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 ## lint: ruff's checks and formatting, actionlint over the workflows
 lint: $(STAMP)
@@ -66,12 +67,15 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_preflight
 	$(BIN)/python -m benchmarks.bench_recovery
 
-## image: build and push the training image to the stack's ECR repository (needs Docker and AWS credentials)
-image:
-	$(eval REPO := $(shell pulumi stack output ecrRepositoryUrl --stack $(STACK)))
-	$(eval TAG := $(shell $(PYTHON) -c "import jobs; print(jobs.TRAINING_IMAGE_TAG)"))
-	aws ecr get-login-password --region $(shell pulumi stack output region --stack $(STACK)) | docker login --username AWS --password-stdin $(firstword $(subst /, ,$(REPO)))
-	docker build -f training/Dockerfile --target train -t $(REPO):$(TAG) .
-	docker build -f training/Dockerfile --target data-shell -t $(REPO):data-shell-$(subst bert-pretrain-,,$(TAG)) .
-	docker push $(REPO):$(TAG)
-	docker push $(REPO):data-shell-$(subst bert-pretrain-,,$(TAG))
+## image: build and push every image to the stack's ECR repository: each training stack's and the data shell, tagged
+##        as trainium_eks/versions.py says (`python -m trainium_eks.images` lists them; needs Docker and AWS credentials)
+image: $(STAMP)
+	set -e; \
+	builds="$$($(BIN)/python -m trainium_eks.images)"; \
+	repo="$$(pulumi stack output ecrRepositoryUrl --stack $(STACK))"; \
+	region="$$(pulumi stack output region --stack $(STACK))"; \
+	aws ecr get-login-password --region "$$region" | docker login --username AWS --password-stdin "$${repo%%/*}"; \
+	echo "$$builds" | while read -r dockerfile target tag; do \
+	  docker build -f "$$dockerfile" --target "$$target" -t "$$repo:$$tag" .; \
+	  docker push "$$repo:$$tag"; \
+	done

@@ -3,12 +3,14 @@ provider, encrypted gp3 block storage (EBS CSI add-on and StorageClass) for stat
 EKS node monitoring agent add-on that node auto repair relies on.
 
 The control plane comes from pulumi-eks (API authentication mode with access entries, OIDC for IRSA, every
-control-plane log type, KMS envelope encryption of Secrets). Node groups are plain ``aws.eks.NodeGroup``
-resources so that tests and policies see every property of them.
+control-plane log type, KMS envelope encryption of Secrets). Its log group is the stack's, created first with a
+retention, so that EKS never creates it without one and `pulumi destroy` removes it. Node groups are plain
+``aws.eks.NodeGroup`` resources so that tests and policies see every property of them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -24,6 +26,15 @@ from trainium_eks import layout, versions
 from trainium_eks.config import ClusterConfig
 
 CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+# EKS writes the control-plane logs to the group /aws/eks/<cluster>/cluster (EKS user guide, "Send control plane logs to
+# CloudWatch Logs") and creates it when missing, keeping log data indefinitely, CloudWatch Logs' default for a group
+# without retention (CloudWatch Logs User Guide, "Change log data retention"). Logs written while a destroy runs would
+# re-create a deleted group outside the stack's state: the cluster role may not create log groups (as
+# terraform-aws-modules/eks did from #1594 to #3163, after its issue #920).
+DENY_LOG_GROUP_CREATION = {
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Deny", "Action": ["logs:CreateLogGroup"], "Resource": "*"}],
+}
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 VPC_CNI_SERVICE_ACCOUNT = "aws-node"
 VPC_CNI_POLICY = "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
@@ -35,6 +46,10 @@ SYSTEM_ROOT_VOLUME_GIB = 100
 EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 EBS_CSI_POLICY = "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
 BLOCK_STORAGE_CLASS = "gp3-encrypted"
+
+
+def control_plane_log_group(cluster_name: str) -> str:
+    return f"/aws/eks/{cluster_name}/cluster"
 
 
 @dataclass(frozen=True)
@@ -96,9 +111,21 @@ class Cluster(pulumi.ComponentResource):
             )
             for i, arn in enumerate(cfg.admin_principal_arns)
         }
+        # Encrypted at rest by CloudWatch Logs' own keys (CloudWatch Logs User Guide, "Encrypt log data in CloudWatch
+        # Logs using AWS KMS": log data is always encrypted); the stack encrypts no log group with a key of its own.
+        log_group = aws.cloudwatch.LogGroup(
+            f"{name}-control-plane-logs",
+            name=control_plane_log_group(cfg.name),
+            retention_in_days=cfg.log_retention_days,
+            tags=tags,
+            opts=child,
+        )
         control_plane = eks.Cluster(
             f"{name}-eks",
-            name=cfg.name,
+            # The name flows from the log group so that the aws:eks/cluster pulumi-eks creates waits for the group: a
+            # remote component's depends_on reaches the component, not its children, while its inputs carry their
+            # dependencies to them (pulumi/pulumi sdk/nodejs/provider/server.ts, construct).
+            name=log_group.name.apply(lambda _: cfg.name),
             version=cfg.kubernetes_version,
             vpc_id=args.vpc_id,
             private_subnet_ids=args.private_subnet_ids,
@@ -117,6 +144,13 @@ class Cluster(pulumi.ComponentResource):
             deletion_protection=args.protect,
             tags=tags,
             opts=stateful,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-no-log-group-creation",
+            # pulumi-eks's cluster role has no path: its name is the ARN's last part (nodejs/eks/servicerole.ts)
+            role=control_plane.eks_cluster.role_arn.apply(lambda arn: arn.rsplit("/", 1)[-1]),
+            policy=json.dumps(DENY_LOG_GROUP_CREATION),
+            opts=child,
         )
 
         node_role, attachments = node_role_with_policies(

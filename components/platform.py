@@ -23,9 +23,24 @@ from components.scheduling import Scheduling, SchedulingArgs, provisioned_capaci
 from components.storage import Storage, StorageArgs
 from components.teams import Teams, TeamsArgs
 from components.trainium_node_group import ElasticCapacity, TrainiumNodeGroup, TrainiumNodeGroupArgs
-from trainium_eks import layout
-from trainium_eks.config import PlatformConfig
+from trainium_eks import file_system, layout
+from trainium_eks.config import PlatformConfig, TrainiumNodeGroupConfig
 from trainium_eks.contract import CONTRACT_VERSION
+
+
+def software_entry(group: TrainiumNodeGroupConfig, repository_url: pulumi.Input[str]) -> dict:
+    """What the group runs, for the contract's ``trainiumNodeGroupSoftware``: its generation, its training stack's image
+    in the stack's repository (the tag ``make image`` pushes), backend and runtime, and its node image and driver."""
+    stack, release = group.stack, group.release
+    return {
+        "generation": group.spec.generation,
+        "trainingStack": stack.name,
+        "trainingImage": pulumi.Output.concat(repository_url, ":", stack.image_tag),
+        "backend": stack.backend,
+        "neuronRuntime": stack.runtime.library,
+        "nodeImageRelease": release.tag,
+        "neuronDriver": release.neuron_driver,
+    }
 
 
 class TrainiumPlatform(pulumi.ComponentResource):
@@ -232,6 +247,9 @@ class TrainiumPlatform(pulumi.ComponentResource):
             "trainiumNodeGroups": [ng.contract_entry() for ng in node_groups],
             "trainiumPrivateIpsPerNode": {g.name: g.private_ips_per_node for g in config.trainium_node_groups},
             "trainiumNodeGroupScaling": {ng.config.name: ng.scaling_entry() for ng in node_groups},
+            "trainiumNodeGroupSoftware": {
+                g.name: software_entry(g, registry.repository_url) for g in config.trainium_node_groups
+            },
             "nodeTaints": [
                 {"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": layout.NEURON_TAINT_EFFECT_K8S}
             ],
@@ -243,6 +261,9 @@ class TrainiumPlatform(pulumi.ComponentResource):
             "fsxDnsName": storage.file_system.dns_name,
             "fsxMountName": storage.file_system.mount_name,
             "fsxMountPath": layout.FSX_MOUNT_PATH,
+            "fsxThroughputMBps": file_system.write_mb_s(
+                config.storage.deployment_type, config.storage.capacity_gib, config.storage.throughput_per_tib
+            ),
             "datasetsPath": layout.DATASETS_DIR,
             "checkpointsPath": layout.CHECKPOINTS_DIR,
             "neuronCompileCachePath": layout.NEURON_COMPILE_CACHE_DIR,

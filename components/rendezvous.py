@@ -28,6 +28,11 @@ ETCD_PEER_PORT = 2380
 ETCD_UID = 10001
 DATA_DIR = "/var/lib/etcd"
 HEALTH_PATH = "/health"  # healthy once the member has a leader and serves requests
+# The members' claims go with the StatefulSet, so that `pulumi destroy` leaves no EBS volume behind (the gp3 class
+# reclaims with Delete outside protected stacks), and stay when it scales in, so a member that comes back finds its data
+# (Kubernetes docs, StatefulSets, "PersistentVolumeClaim retention", stable since 1.32). An existing StatefulSet takes it
+# in place: kubernetes pkg/apis/apps/validation ValidateStatefulSetUpdate lists it among the spec's mutable fields.
+CLAIM_RETENTION = {"whenDeleted": "Delete", "whenScaled": "Retain"}
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,7 @@ class Rendezvous(pulumi.ComponentResource):
                 "serviceName": members_service.metadata.name,
                 "replicas": args.members,
                 "podManagementPolicy": "Parallel",  # a member is ready only with a quorum: start them together
+                "persistentVolumeClaimRetentionPolicy": CLAIM_RETENTION,
                 "selector": {"matchLabels": labels},
                 "template": {"metadata": {"labels": labels}, "spec": self._pod_spec(args, labels)},
                 "volumeClaimTemplates": [
@@ -127,6 +133,8 @@ class Rendezvous(pulumi.ComponentResource):
                     }
                 ],
             },
+            # Deleted before the gp3 class and so before the EBS CSI add-on it depends on: the driver's controller still
+            # runs to delete the volumes of the claims that go with the StatefulSet.
             opts=child,
         )
         ingress_policy(

@@ -78,6 +78,7 @@ def node_labels(group: TrainiumNodeGroupConfig) -> dict[str, str]:
         **group.labels,
         layout.NODE_ROLE_LABEL: layout.TRAINIUM_NODE_ROLE,
         layout.NODE_GROUP_LABEL: group.name,
+        layout.TRAINING_STACK_LABEL: group.training_stack,
     }
     if group.efa_interfaces:
         labels[layout.EFA_PRESENT_LABEL] = "true"

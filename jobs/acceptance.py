@@ -5,12 +5,14 @@ python -m jobs.acceptance CHECK|all [--stack STACK | --outputs FILE] [--node-gro
 
 `all` runs every check that applies to the node group and says in one line which it skipped and why.
 
-neuron-devices    every Trainium node advertises all its Neuron devices (neuron-ls, one pod per node)
-efa-allreduce     an all-reduce across two nodes' workers over EFA (torchrun with etcd rendezvous)
-efa-bandwidth     the two-node all-reduce bus bandwidth (nccom-test) reaches the type's floor of its EFA line rate
-fsx-shared        two pods on two nodes write to the shared volume and read each other's file
-etcd-rendezvous   the rendezvous etcd answers torch's client (python-etcd, v2 API)
-team-volume       with --team: the team's volume is its own directory of the file system, and writable
+neuron-devices        every Trainium node advertises all its Neuron devices (neuron-ls, one pod per node)
+efa-allreduce         an all-reduce across two nodes' workers over EFA (torchrun with etcd rendezvous)
+efa-bandwidth         the two-node all-reduce bus bandwidth (nccom-test) reaches the type's floor of its EFA line rate
+collective-bandwidth  the same through torch.distributed on the training process group (trn2: the neuron backend)
+train-step            one BERT training step on one node, on the group's image and backend (XLA on trn1, neuron on trn2)
+fsx-shared            two pods on two nodes write to the shared volume and read each other's file
+etcd-rendezvous       the rendezvous etcd answers torch's client (python-etcd, v2 API)
+team-volume           with --team: the team's volume is its own directory of the file system, and writable
 
 With --team NAME every check runs in that team's workspace (its namespace, queue and volume), so etcd-rendezvous
 proves the team's pods reach etcd and fsx-shared that its volume is shared between its nodes.
@@ -24,13 +26,19 @@ from pathlib import Path
 
 import yaml
 
-from jobs import TRAINING_IMAGE_TAG
-from jobs.bandwidth import LAUNCHER, NODE, efa_bandwidth
+from jobs.bandwidth import LAUNCHER, NODE, collective_bandwidth, efa_bandwidth
 from jobs.capacity import LaunchError, node_count
-from jobs.check_pods import CHECK_UID, SHARED_VOLUME_OWNER, batch_job, check_image, hardened, run_once, two_efa_nodes
+from jobs.check_pods import (
+    CHECK_UID,
+    SHARED_VOLUME_OWNER,
+    batch_job,
+    check_image,
+    torchrun_check,
+    two_efa_nodes,
+)
 from jobs.kube_api import submit
-from jobs.launch import add_api_tunnel_option, whole_node_job
-from jobs.outputs import add_team_option, read_outputs, report_bad_input, workspace
+from jobs.launch import add_api_tunnel_option
+from jobs.outputs import add_team_option, read_contract, report_bad_input, workspace
 
 __all__ = ["CHECKS", "LAUNCHER", "NODE", "main"]  # the bandwidth check's task names, as the tests and README name them
 from trainium_eks import layout
@@ -61,7 +69,7 @@ def neuron_devices(contract: PlatformContract, group: NodeGroup, nodes: int | No
     count = node_count(contract, group, nodes, default=contract.node_ceiling(group))
     container = {
         "name": "neuron-ls",
-        "image": check_image(contract),
+        "image": check_image(contract, group),
         "command": ["neuron-ls"],
         "resources": {"limits": {layout.NEURON_DEVICE_RESOURCE: str(group.neuron_devices_per_node)}},
     }
@@ -70,21 +78,15 @@ def neuron_devices(contract: PlatformContract, group: NodeGroup, nodes: int | No
 
 def efa_allreduce(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
     two_efa_nodes(contract, group, "efa-allreduce")
-    job = whole_node_job(
-        contract,
-        group,
-        name="acceptance-efa",
-        queue=contract.queues[0],
-        image_tag=TRAINING_IMAGE_TAG,
-        nnodes=2,
-        nproc_per_node=group.neuron_cores_per_node,
-        cache_set="acceptance",
-        module="training.allreduce_check",
-        bf16=False,
-    )
-    for task in job["spec"]["tasks"]:  # writes its compiled graph to the cache on the shared volume
-        hardened(task["template"]["spec"], SHARED_VOLUME_OWNER)
-    return run_once(job)
+    return torchrun_check(contract, group, "training.allreduce_check", name="acceptance-efa", nodes=2)
+
+
+def train_step(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
+    """``training.smoke_step`` on one whole node (every NeuronCore a worker): the tiny BERT on a synthetic shard, so
+    it needs no dataset; what it proves is the group's image, device, process group, compiler and checkpoint path."""
+    node_count(contract, group, 1)  # refuses a group that runs no node or a queue that admits none
+    # bf16 as a training job computes: the component passes --bf16 (and on XLA sets XLA_DOWNCAST_BF16)
+    return torchrun_check(contract, group, "training.smoke_step", name="acceptance-train-step", nodes=1, bf16=True)
 
 
 def fsx_shared(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
@@ -97,7 +99,7 @@ def fsx_shared(contract: PlatformContract, group: NodeGroup, nodes: int | None =
     )
     container = {
         "name": "fsx",
-        "image": check_image(contract),
+        "image": check_image(contract, group),
         "command": ["bash", "-c", script],
         "volumeMounts": [{"name": "shared", "mountPath": contract.fsx_mount_path}],
     }
@@ -115,7 +117,7 @@ def etcd_rendezvous(contract: PlatformContract, group: NodeGroup, nodes: int | N
         "c.write('/acceptance/rendezvous', 'ok', ttl=60); assert c.read('/acceptance/rendezvous').value == 'ok'; "
         "print('etcd v2 API answers torch rendezvous')"
     )
-    container = {"name": "etcd", "image": check_image(contract), "command": ["python", "-c", check]}
+    container = {"name": "etcd", "image": check_image(contract, group), "command": ["python", "-c", check]}
     pod = {"nodeSelector": {layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE}, "containers": [container]}
     return batch_job(contract, "etcd-rendezvous", 1, pod, spread=False)
 
@@ -134,7 +136,7 @@ def team_volume(contract: PlatformContract, group: NodeGroup, nodes: int | None 
     )
     container = {
         "name": "volume",
-        "image": check_image(contract),
+        "image": check_image(contract, group),
         "command": ["bash", "-c", script],
         "volumeMounts": [{"name": "shared", "mountPath": mount}],
     }
@@ -150,6 +152,8 @@ CHECKS = {
     "neuron-devices": neuron_devices,
     "efa-allreduce": efa_allreduce,
     "efa-bandwidth": efa_bandwidth,
+    "collective-bandwidth": collective_bandwidth,
+    "train-step": train_step,
     "fsx-shared": fsx_shared,
     "etcd-rendezvous": etcd_rendezvous,
     "team-volume": team_volume,
@@ -205,7 +209,7 @@ def parser() -> OneLineParser:
 
 def main(argv: list[str] | None = None) -> int:
     def run(args) -> None:
-        contract = workspace(PlatformContract.from_outputs(read_outputs(args.stack, args.outputs)), args.team)
+        contract = workspace(read_contract(args.stack, args.outputs), args.team)
         if args.nodes is not None and args.nodes < 1:
             raise LaunchError(f"--nodes {args.nodes}: a check on no node checks nothing; give 1 or more")
         group = check_group(contract, args.node_group)

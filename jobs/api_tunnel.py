@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from jobs.capacity import LaunchError
 from jobs.kube_api import DEFAULT_LOCAL_PORT, stack_kubeconfig
-from jobs.outputs import read_outputs, report_bad_input
+from jobs.outputs import read_contract, report_bad_input
 from jobs.paths import file_to_write
 from trainium_eks.cli import OneLineParser
 from trainium_eks.contract import PlatformContract
@@ -82,7 +82,7 @@ def write_kubeconfig(contract: PlatformContract, local_port: int, path: Path) ->
 
 def main(argv: list[str] | None = None) -> int:
     def run(args) -> None:
-        contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
+        contract = read_contract(args.stack, args.outputs)
         command = start_session_command(contract, args.local_port)
         if args.kubeconfig:  # written, or refused, before anything is printed
             write_kubeconfig(contract, args.local_port, args.kubeconfig)

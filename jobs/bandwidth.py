@@ -1,14 +1,16 @@
-"""Acceptance at line rate: nccom-test's two-node all-reduce bus bandwidth against the type's floor of its EFA line rate."""
+"""Acceptance at line rate: the two-node all-reduce bus bandwidth against the type's floor of its EFA line rate, measured
+by nccom-test (efa-bandwidth, every generation) and by torch.distributed on the training process group
+(collective-bandwidth, the backends whose collectives run when called: TorchNeuron's ``neuron``, on trn2)."""
 
 from __future__ import annotations
 
 from torchx import specs
 from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
-from jobs.capacity import whole_node_share
-from jobs.check_pods import check_image, hardened, run_once, two_efa_nodes
+from jobs.capacity import LaunchError, whole_node_share
+from jobs.check_pods import check_image, hardened, run_once, torchrun_check, two_efa_nodes
 from jobs.components import COLLECTIVES_ENVIRONMENT, EFA_ENVIRONMENT, whole_node_resource
-from jobs.launch import add_platform_scheduling
+from jobs.platform_job import add_platform_scheduling, group_software
 from trainium_eks import catalog
 from trainium_eks.contract import NodeGroup, PlatformContract
 from trainium_eks.pod_security import root_pod_security_context
@@ -72,7 +74,7 @@ def efa_bandwidth(contract: PlatformContract, group: NodeGroup, nodes: int | Non
     """nccom-test's all-reduce across two whole nodes, judged against the instance type's floor of its line rate."""
     floor = catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION.get(group.instance_type)
     two_efa_nodes(contract, group, "efa-bandwidth", floor)
-    image = check_image(contract)
+    image = check_image(contract, group)
     efa_env = {**COLLECTIVES_ENVIRONMENT, **EFA_ENVIRONMENT}
     node = whole_node_resource(
         group.instance_type, group.neuron_devices_per_node, group.efa_interfaces_per_node, **whole_node_share(group)
@@ -118,3 +120,27 @@ def efa_bandwidth(contract: PlatformContract, group: NodeGroup, nodes: int | Non
             for container in spec["containers"]:
                 container["securityContext"] = {"allowPrivilegeEscalation": False}
     return job
+
+
+# collective-bandwidth. PyTorch/XLA's collectives run when the step's graph is cut, not when all_reduce returns, so only
+# these backends' can be timed call by call (training/collective_bandwidth.py); trn1's are nccom-test's to measure.
+EAGER_COLLECTIVES = ("neuron",)
+
+
+def collective_bandwidth(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
+    """torch.distributed's all-reduce across two whole nodes on the group's image and process group (one rank per
+    NeuronCore), judged against the same floor of the line rate as nccom-test's (catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION:
+    for trn2 an engineering choice, not a published figure)."""
+    floor = catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION.get(group.instance_type)
+    software = group_software(contract, group)
+    if software.backend not in EAGER_COLLECTIVES:
+        raise LaunchError(
+            f"collective-bandwidth: times torch.distributed on the {' or '.join(EAGER_COLLECTIVES)} backend; node group "
+            f"{group.name} trains with {software.training_stack} ({software.backend} backend), whose collectives "
+            "efa-bandwidth measures with nccom-test"
+        )
+    two_efa_nodes(contract, group, "collective-bandwidth", floor)
+    line_rate_gbps = catalog.INSTANCE_TYPES[group.instance_type].network_bandwidth_gbps
+    measure = ("--line-rate-gbps", f"{line_rate_gbps:g}", "--min-fraction", f"{floor:g}")
+    name = "acceptance-collective-bandwidth"
+    return torchrun_check(contract, group, "training.collective_bandwidth", *measure, name=name, nodes=BANDWIDTH_NODES)

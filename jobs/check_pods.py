@@ -5,9 +5,8 @@ Every check takes the stack's contract, the node group it checks and the nodes a
 
 from __future__ import annotations
 
-from jobs import TRAINING_IMAGE_TAG
 from jobs.capacity import LaunchError, queue_nodes
-from jobs.launch import DO_NOT_DISRUPT, request_devices
+from jobs.platform_job import DO_NOT_DISRUPT, group_software, request_devices, whole_node_job
 from trainium_eks.contract import NodeGroup, PlatformContract
 from trainium_eks.pod_security import (
     ROOT_UID,
@@ -28,8 +27,9 @@ SCRATCH = {"name": "scratch", "mountPath": "/tmp"}  # the only writable path und
 CHECK_RESOURCES = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}
 
 
-def check_image(contract: PlatformContract) -> str:
-    return f"{contract.ecr_repository_url}:{TRAINING_IMAGE_TAG}"
+def check_image(contract: PlatformContract, group: NodeGroup) -> str:
+    """The checks run the tools of the image ``group``'s jobs run (neuron-ls, nccom-test, python-etcd, bash)."""
+    return contract.software(group).training_image
 
 
 def hardened(pod_spec: dict, uid: int = CHECK_UID) -> dict:
@@ -84,12 +84,18 @@ def batch_job(contract: PlatformContract, name: str, pods: int, pod_spec: dict, 
 # mutate/mutate_job.go), while 1 fails the job on any restart (state/restarting.go: RetryCount >= maxRetry).
 CHECK_RESTARTS = 1
 CHECK_LIFECYCLE = [{"event": "PodFailed", "action": "TerminateJob"}, {"event": "PodEvicted", "action": "TerminateJob"}]
+TORCHRUN_ONCE = "--max-restarts=0"  # torchrun's restarts of a node's workers after one fails (the launcher's are 3)
 
 
 def run_once(job: dict) -> dict:
-    """The Volcano Job with the one-shot lifecycle of a check in place of the training job's restarts."""
+    """The Volcano Job with the one-shot lifecycle of a check in place of the training job's restarts, torchrun's
+    included: a check that runs under torchrun gets no restart of its failed workers either."""
     job["spec"]["maxRetry"] = CHECK_RESTARTS
     job["spec"]["policies"] = [dict(policy) for policy in CHECK_LIFECYCLE]
+    for task in job["spec"]["tasks"]:
+        for container in task["template"]["spec"]["containers"]:
+            command = container.get("command", [])
+            container["command"] = [TORCHRUN_ONCE if word.startswith("--max-restarts=") else word for word in command]
     return job
 
 
@@ -109,3 +115,28 @@ def two_efa_nodes(contract: PlatformContract, group: NodeGroup, check: str, floo
             f"{' of a type with a bandwidth floor in the catalog' if floor is None else ''} "
             f"(it holds {held} x {group.instance_type})"
         )
+
+
+def torchrun_check(
+    contract: PlatformContract, group: NodeGroup, module: str, *args: str, name: str, nodes: int, bf16: bool = False
+) -> dict:
+    """A check that runs ``module`` under torchrun on ``nodes`` whole nodes of ``group`` (one rank per NeuronCore), on
+    the group's image and backend, once; it writes its compiled graphs to the shared volume's ``acceptance`` cache."""
+    software = group_software(contract, group)
+    job = whole_node_job(
+        contract,
+        group,
+        *args,
+        name=name,
+        queue=contract.queues[0],
+        image=software.training_image,
+        backend=software.backend,
+        nnodes=nodes,
+        nproc_per_node=group.neuron_cores_per_node,
+        cache_set="acceptance",
+        module=module,
+        bf16=bf16,
+    )
+    for task in job["spec"]["tasks"]:
+        hardened(task["template"]["spec"], SHARED_VOLUME_OWNER)
+    return run_once(job)

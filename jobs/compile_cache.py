@@ -6,8 +6,9 @@ The Neuron compiler caches each graph under a hash of the graph and the compiler
 "Neuron Persistent Cache"), so a shared directory is only reused when the graphs match; naming it by their inputs
 keeps unrelated configurations apart and makes precompile and training meet. What shapes the graphs here: the
 model's configuration, the micro-batch and gradient accumulation, the sequence length (the dataset's), bf16, the
-world size (the collectives' replica groups), the instance type (the compiler's target) and the training image,
-which carries the Neuron SDK and compiler.
+world size (the collectives' replica groups), the instance type (the compiler's target), the training stack (its
+PyTorch backend: PyTorch/XLA's compiler cache and TorchNeuron's NEFF cache are laid out differently) and the training
+image, which carries the Neuron SDK and compiler.
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ class CompileCache:
 
 
 def compile_cache(
-    training_options: Mapping[str, Any], *, bf16: bool, world_size: int, instance_type: str, image_tag: str
+    training_options: Mapping[str, Any],
+    *,
+    bf16: bool,
+    world_size: int,
+    instance_type: str,
+    training_stack: str,
+    image_tag: str,
 ) -> CompileCache:
     """The cache of a run of ``training.pretrain_bert`` with ``training_options`` (by name; the script's defaults for
     the options not given)."""
@@ -47,6 +54,7 @@ def compile_cache(
         "bf16": bf16,
         "worldSize": world_size,
         "instanceType": instance_type,
+        "trainingStack": training_stack,
         "image": image_tag,
     }
     digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]

@@ -7,9 +7,12 @@ claim, and sets the Neuron and EFA environment of the reference tutorial.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 from torchx import specs
 
-from trainium_eks import layout
+from trainium_eks import catalog, layout
 
 NEURON_DEVICE = layout.NEURON_DEVICE_RESOURCE
 EFA_DEVICE = layout.EFA_RESOURCE
@@ -19,6 +22,8 @@ RENDEZVOUS_BACKEND = "etcd-v2"
 # container under this name; the kubelet expands $(NAME) in the command.
 JOB_VERSION_ENV = "VOLCANO_JOB_VERSION"
 JOB_VERSION_ANNOTATION = "volcano.sh/job-version"
+# The component's defaults are a node of the reference tutorial's; the launcher passes each node group's own.
+TUTORIAL_NODE = catalog.INSTANCE_TYPES["trn1.32xlarge"]
 
 
 # The Neuron collectives over EFA: their bootstrap interface (the pod's primary interface) and libfabric's EFA provider.
@@ -26,11 +31,49 @@ COLLECTIVES_ENVIRONMENT = {"CCOM_SOCKET_IFNAME": "eth0"}
 EFA_ENVIRONMENT = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"}
 
 
-def training_environment(compile_cache: str, efa: bool, bf16: bool) -> dict[str, str]:
+@dataclass(frozen=True)
+class Backend:
+    """What a job's environment and command depend on per PyTorch backend of the Neuron SDK (a training stack's
+    ``backend``): the variable that points its compiled-graph cache at the shared volume, its own variables, bf16's,
+    and the tool that compiles a job's graphs ahead of it (None: the job compiles them at its first steps)."""
+
+    cache_variable: str
+    cache_value: str  # the variable's value, ``{}`` standing for the cache directory
+    environment: Mapping[str, str]
+    bf16_environment: Mapping[str, str]
+    precompiler: str | None
+
+
+BACKENDS: Mapping[str, Backend] = {
+    # PyTorch/XLA: the compiler's persistent cache is its --cache_dir flag (Neuron docs, "Neuron Persistent Cache"),
+    # and neuron_parallel_compile traces a few steps to compile every graph ahead of the job.
+    "xla": Backend(
+        cache_variable="NEURON_CC_FLAGS",
+        cache_value="--cache_dir={}",
+        environment={"XLA_TRANSFER_SEED_ASYNC": "1"},
+        bf16_environment={"XLA_DOWNCAST_BF16": "1"},
+        precompiler="neuron_parallel_compile",
+    ),
+    # TorchNeuron: eager mode and torch.compile(backend="neuron") store each compiled graph (NEFF) in the persistent
+    # NEFF cache, TORCH_NEURONX_NEFF_CACHE_DIR (Neuron docs, "What are Neuron Compiler artifacts?", 2026-11-16);
+    # nothing compiles ahead of a job, whose first steps compile and fill it. bf16 is the training script's --bf16.
+    "neuron": Backend(
+        cache_variable="TORCH_NEURONX_NEFF_CACHE_DIR",
+        cache_value="{}",
+        environment={},
+        bf16_environment={},
+        precompiler=None,
+    ),
+}
+
+
+def training_environment(compile_cache: str, efa: bool, bf16: bool, backend: str = "xla") -> dict[str, str]:
+    chosen = BACKENDS[backend]
     env = {
         "NEURON_RT_RESET_CORES": "1",  # start from clean NeuronCores when a pod restarts
-        "XLA_TRANSFER_SEED_ASYNC": "1",
-        "NEURON_CC_FLAGS": f"--cache_dir={compile_cache}",  # compiled graphs on FSx, shared with the precompile job
+        **chosen.environment,
+        # compiled graphs on FSx, shared by every job of the same configuration (and the precompile job's)
+        chosen.cache_variable: chosen.cache_value.format(compile_cache),
         **COLLECTIVES_ENVIRONMENT,
         # Workers start their own store on every attempt. The agents' shared store keeps the previous attempt's
         # keys, and a node whose workers restart alone reads its peers' stale addresses and cannot connect
@@ -40,7 +83,7 @@ def training_environment(compile_cache: str, efa: bool, bf16: bool) -> dict[str,
     if efa:
         env.update(EFA_ENVIRONMENT)
     if bf16:
-        env["XLA_DOWNCAST_BF16"] = "1"
+        env.update(chosen.bf16_environment)
     return env
 
 
@@ -61,16 +104,17 @@ def trainium_ddp(
     module: str = "training.pretrain_bert",
     name: str = "bert-pretrain",
     nnodes: int = 2,
-    nproc_per_node: int = 32,
-    instance_type: str = "trn1.32xlarge",
-    neuron_devices: int = 16,
-    efa_interfaces: int = 8,
+    nproc_per_node: int = TUTORIAL_NODE.neuron_cores,
+    instance_type: str = TUTORIAL_NODE.name,
+    neuron_devices: int = TUTORIAL_NODE.neuron_devices,
+    efa_interfaces: int = TUTORIAL_NODE.max_efa_interfaces,
     cpu: int = 124,
     mem_mb: int = 460_000,
     etcd_endpoint: str = "etcd.training.svc.cluster.local:2379",
     claim_name: str = "fsx-claim",
     mount_path: str = "/data",
     compile_cache: str = "/data/neuron-compile-cache/default",
+    backend: str = "xla",
     bf16: bool = True,
     precompile: bool = False,
     max_restarts: int = 3,
@@ -93,8 +137,9 @@ def trainium_ddp(
         claim_name: PersistentVolumeClaim of the shared file system
         mount_path: where the claim is mounted
         compile_cache: Neuron compiler cache directory on the shared file system
+        backend: the image's PyTorch backend: xla (PyTorch/XLA) or neuron (TorchNeuron)
         bf16: compute in bfloat16
-        precompile: wrap the run in neuron_parallel_compile (compiles and caches the graphs, trains nothing)
+        precompile: wrap the run in neuron_parallel_compile (compiles and caches the graphs, trains nothing; xla only)
         max_restarts: times torchrun restarts the workers of every node after one of them fails
     """
     torchrun = [
@@ -115,7 +160,10 @@ def trainium_ddp(
         *script_args,
         *(["--bf16"] if bf16 else []),
     ]
-    command = ["neuron_parallel_compile", *torchrun] if precompile else torchrun
+    precompiler = BACKENDS[backend].precompiler
+    if precompile and precompiler is None:
+        raise ValueError(f"precompile: the {backend} backend compiles at a job's first steps; drop precompile")
+    command = [precompiler, *torchrun] if precompile else torchrun
     return specs.AppDef(
         name=name,
         roles=[
@@ -126,7 +174,7 @@ def trainium_ddp(
                 args=command[1:],
                 num_replicas=nnodes,
                 resource=whole_node_resource(instance_type, neuron_devices, efa_interfaces, cpu, mem_mb),
-                env=training_environment(compile_cache, efa_interfaces > 0, bf16),
+                env=training_environment(compile_cache, efa_interfaces > 0, bf16, backend),
                 mounts=[specs.VolumeMount(src=claim_name, dst_path=mount_path)],
             )
         ],

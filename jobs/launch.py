@@ -1,41 +1,54 @@
-"""Launch BERT pretraining (or its Neuron precompile) on the platform, configured from a stack's outputs alone.
+"""Launch a training job on the platform, configured from a stack's outputs alone: BERT pretraining (or its Neuron
+precompile), or LLM pre-training with TorchTitan (``--workload torchtitan``, `jobs.torchtitan_job`, on trn2/trn3 groups).
 
-    python -m jobs.launch [--stack STACK | --outputs FILE] [--nodes N] [--workers-per-node N] [--node-group NAME]
-                          [--queue NAME] [--team NAME] [--image-tag TAG] [--name NAME] [--precompile] [--no-bf16]
+    python -m jobs.launch [--stack STACK | --outputs FILE] [--workload bert|torchtitan] [--nodes N]
+                          [--workers-per-node N] [--node-group NAME] [--queue NAME] [--team NAME] [--image-tag TAG]
+                          [--name NAME] [--precompile] [--no-bf16] [--step-seconds S] [--checkpoint-gib G]
                           [--dryrun] [--json] [--api-tunnel PORT] [-- TRAINING ARGS...]
 
 With ``--team NAME`` the job runs in that team's workspace: its namespace, queue and volume. The queue, etcd
-endpoint, FSx claim and paths, image repository, instance type and per-node Neuron and EFA
-counts all come from the platform's output contract. TorchX builds the Volcano Job; the launcher then adds
-what TorchX cannot express: the toleration for the Trainium taint, the node group's node selector and the
-job namespace. Each training argument after ``--`` replaces the launcher's own option of that name (its directories
-on the shared volume, the tutorial's batch), or adds one; the others stay. Exit status: 0 submitted (or printed),
-2 bad input (one line on stderr).
+endpoint, FSx claim and paths, the node group's training image (its generation's; ``--image-tag`` replaces the tag
+alone) and PyTorch backend, instance type and per-node Neuron and EFA counts all come from the platform's output
+contract. ``--precompile`` runs on PyTorch/XLA groups; TorchNeuron's first steps compile and cache the graphs. TorchX
+builds the Volcano Job; the launcher then adds what TorchX cannot express: the toleration for the Trainium taint, the
+node group's node selector and the job namespace. Each training argument after ``--`` replaces the launcher's own
+option of that name (its directories on the shared volume, the tutorial's batch), or adds one; the others stay.
+
+Every job's pods get a termination grace period long enough for a drain to lose no step (`jobs.grace_period`): a
+step, a checkpoint written at the file system's throughput (the contract's ``fsxThroughputMBps``) and Kubernetes'
+default. Where no source gives the step's time, the period leaves it out and says so (``--step-seconds`` adds it);
+where none gives the checkpoint's size, the launcher asks for it (``--checkpoint-gib``). Exit status: 0 submitted
+(or printed), 2 bad input (one line on stderr).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, PositiveInt, StrictStr, StringConstraints, ValidationError
-from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
-from jobs import TRAINING_IMAGE_TAG, training_security
 from jobs.api_tunnel import port
-from jobs.capacity import LaunchError, choose_node_group, node_count, whole_node_share
+from jobs.capacity import LaunchError, choose_node_group
 from jobs.compile_cache import compile_cache
-from jobs.components import JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
+from jobs.grace_period import KUBERNETES_DEFAULT_GRACE_SECONDS, GracePeriod, job_grace_period
 from jobs.kube_api import submit
-from jobs.outputs import add_team_option, read_outputs, report_bad_input, workspace
+from jobs.outputs import add_team_option, read_contract, report_bad_input, workspace
+from jobs.platform_job import (
+    COMPILE_CACHE_ANNOTATION,
+    COMPILE_CACHE_INPUTS,
+    GRACE_PERIOD_ANNOTATION,
+    JobRequest,
+    placement,
+    whole_node_job,
+    with_grace_period,
+)
+from jobs.torchtitan_job import titan_grace_period, titan_job
 from training import options
-from trainium_eks import layout
 from trainium_eks.cli import OneLineParser, UsageError
-from trainium_eks.contract import NodeGroup, PlatformContract
+from trainium_eks.contract import PlatformContract
 
 DATASET = "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
 PRECOMPILE_STEPS = 10  # a few steps trace every graph
@@ -43,95 +56,28 @@ PRECOMPILE_STEPS = 10  # a few steps trace every graph
 VOLUME_OPTIONS = ("data_dir", "output_dir", "tensorboard_dir")
 
 
-DEVICE_RESOURCES = (layout.NEURON_DEVICE_RESOURCE, layout.NEURON_CORE_RESOURCE, layout.EFA_RESOURCE)
-# Karpenter disrupts no node a pod so marked runs on, by consolidation or drift (Karpenter docs, Disruption,
-# "Pod-Level Controls"): an elastic Trainium node is never taken from a job that runs on it.
-DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
-COMPILE_CACHE_ANNOTATION = "trainium-eks/compile-cache"
-COMPILE_CACHE_INPUTS = "trainium-eks/compile-cache-inputs"
-# A pod that fails (its torchrun gave up after --max-restarts) or is evicted (a node drain, a lost node) restarts
-# the whole job: every pod is recreated, the agents meet again and resume from the last checkpoint. Volcano
-# counts these restarts against maxRetry, then fails the job.
-JOB_RESTARTS = 3
-JOB_LIFECYCLE = [{"event": "PodFailed", "action": "RestartJob"}, {"event": "PodEvicted", "action": "RestartJob"}]
-
-
-# A job name becomes the Volcano Job's name (TorchX adds a suffix of up to 14 characters to stay within a
-# 63-character DNS label) and a directory on the shared volume.
-JOB_NAME = re.compile(r"^[a-z]([a-z0-9-]{0,44}[a-z0-9])?$")
-# Docker image tags: up to 128 of letters, digits, '_', '.' and '-', not starting with '.' or '-'.
-IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-
-
-class JobRequest(BaseModel):
-    """What the command line asks for, validated once; ``None`` means the option was not given."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: Annotated[StrictStr, StringConstraints(pattern=JOB_NAME.pattern)]
-    nodes: PositiveInt | None = None
-    workers_per_node: PositiveInt | None = None
-    node_group: StrictStr | None = None
-    queue: StrictStr | None = None
-    image_tag: Annotated[StrictStr, StringConstraints(pattern=IMAGE_TAG.pattern)] = TRAINING_IMAGE_TAG
-    precompile: bool = False
-    bf16: bool = True
-    training_args: tuple[str, ...] = ()
-
-    @classmethod
-    def from_options(cls, **options) -> JobRequest:
-        try:
-            return cls(**options)
-        except ValidationError as error:
-            raise LaunchError(option_error(error)) from None
-
-
-FIXES = {
-    "name": "use lowercase letters, digits and '-', starting with a letter, up to 46 characters",
-    "nodes": "give a whole number of 1 or more",
-    "workers_per_node": "give a whole number of 1 or more",
-    "image_tag": "use letters, digits, '_', '.' and '-', not starting with '.' or '-'",
-}
-
-
-def option_error(error: ValidationError) -> str:
-    """The first validation error as ``--option value: problem; fix``."""
-    detail = error.errors(include_url=False)[0]
-    field = str(detail["loc"][0])
-    return f"--{field.replace('_', '-')} {detail['input']}: {detail['msg'].lower()}; {FIXES.get(field, 'see --help')}"
-
-
 def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
     """The Volcano Job for ``request``, validated against the platform's capacity."""
-    group = choose_node_group(contract, request.node_group)
-    workers = request.workers_per_node if request.workers_per_node is not None else group.neuron_cores_per_node
-    if workers > group.neuron_cores_per_node:
-        raise LaunchError(
-            f"--workers-per-node {workers}: a {group.instance_type} has {group.neuron_cores_per_node} "
-            "NeuronCores; use at most one worker per core"
-        )
-    queue = request.queue or contract.queues[0]
-    if queue not in contract.queues:
-        raise LaunchError(f"--queue {queue}: no such Volcano queue; the stack has {', '.join(contract.queues)}")
-    nodes = node_count(contract, group, request.nodes, queue=queue)
-
+    placed = placement(contract, request)
     chosen = training_options(contract, request)
     cache = compile_cache(
         chosen,
         bf16=request.bf16,
-        world_size=nodes * workers,
-        instance_type=group.instance_type,
-        image_tag=request.image_tag,
+        world_size=placed.world_size,
+        instance_type=placed.group.instance_type,
+        training_stack=placed.software.training_stack,
+        image_tag=placed.image.rpartition(":")[2],
     )
     job = whole_node_job(
         contract,
-        group,
+        placed.group,
         *options.command_line(chosen),
         name=request.name,
-        queue=queue,
-        image_tag=request.image_tag,
-        nnodes=nodes,
-        nproc_per_node=workers,
+        queue=placed.queue,
+        image=placed.image,
+        backend=placed.software.backend,
+        nnodes=placed.nodes,
+        nproc_per_node=placed.workers,
         cache_set=cache.name,
         bf16=request.bf16,
         precompile=request.precompile,
@@ -141,6 +87,36 @@ def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
         {COMPILE_CACHE_ANNOTATION: f"{contract.neuron_compile_cache_path}/{cache.name}", COMPILE_CACHE_INPUTS: cache.describe()}
     )
     return job
+
+
+def bert_grace_period(contract: PlatformContract, request: JobRequest, throughput_mb_s: float) -> GracePeriod:
+    """The pods' grace period of ``request``'s BERT job: the checkpoint of the model it trains, and a step at the
+    sourced rate of that model on the group's instance type, or ``--step-seconds``."""
+    chosen = training_options(contract, request)
+    group = choose_node_group(contract, request.node_group)
+    model = chosen.get("model", options.parser().get_default("model"))
+    return job_grace_period(
+        model, group.instance_type, chosen["batch_size"], chosen["grad_accum_steps"], throughput_mb_s, request.step_seconds
+    )
+
+
+WORKLOADS = {"bert": (volcano_job, bert_grace_period), "torchtitan": (titan_job, titan_grace_period)}
+DEFAULT_NAMES = {"bert": "berttrain", "torchtitan": "qwen3train"}
+
+
+def launched_job(contract: PlatformContract, request: JobRequest, workload: str = "bert") -> dict:
+    """The Volcano Job of ``workload`` for ``request``, its pods given the grace period a drain needs; on a platform
+    older than contract 1.6.0, which publishes no file system throughput, Kubernetes' default, and the annotation says
+    why."""
+    build, grace_period = WORKLOADS[workload]
+    job = build(contract, request)
+    if contract.fsx_throughput_mbps is None:
+        job["metadata"]["annotations"][GRACE_PERIOD_ANNOTATION] = (
+            f"Kubernetes' default {KUBERNETES_DEFAULT_GRACE_SECONDS} s: contract {contract.version} publishes no "
+            "fsxThroughputMBps to size a drain's checkpoint write by; upgrade the platform stack"
+        )
+        return job
+    return with_grace_period(job, grace_period(contract, request, contract.fsx_throughput_mbps))
 
 
 def training_options(contract: PlatformContract, request: JobRequest) -> dict[str, Any]:
@@ -178,79 +154,6 @@ def on_shared_volume(contract: PlatformContract, name: str, value: Any) -> None:
         )
 
 
-def whole_node_job(
-    contract: PlatformContract,
-    group: NodeGroup,
-    *script_args: str,
-    name: str,
-    queue: str,
-    image_tag: str,
-    nnodes: int,
-    nproc_per_node: int,
-    cache_set: str,
-    module: str = "training.pretrain_bert",
-    bf16: bool = True,
-    precompile: bool = False,
-) -> dict:
-    """The Volcano Job of a trainium_ddp run on whole nodes of ``group``, wired to the platform's services."""
-    app = trainium_ddp(
-        *script_args,
-        image=f"{contract.ecr_repository_url}:{image_tag}",
-        module=module,
-        name=name,
-        nnodes=nnodes,
-        nproc_per_node=nproc_per_node,
-        instance_type=group.instance_type,
-        neuron_devices=group.neuron_devices_per_node,
-        efa_interfaces=group.efa_interfaces_per_node,
-        **whole_node_share(group),
-        etcd_endpoint=contract.etcd_endpoint,
-        claim_name=contract.fsx_claim_name,
-        mount_path=contract.fsx_mount_path,
-        compile_cache=f"{contract.neuron_compile_cache_path}/{cache_set}",
-        bf16=bf16,
-        precompile=precompile,
-    )
-    job = sanitize_for_serialization(app_to_resource(app, queue=queue, service_account=None))
-    return add_platform_scheduling(job, contract, group)
-
-
-def add_platform_scheduling(job: dict, contract: PlatformContract, group: NodeGroup) -> dict:
-    """What TorchX's Kubernetes scheduler cannot set: tolerations, the node group selector (which also tells Karpenter
-    which pool to scale), the namespace, device requests, the job's lifecycle, Karpenter's do-not-disrupt mark and
-    the pods' security settings (``jobs.training_security``)."""
-    job["metadata"]["namespace"] = contract.job_namespace
-    # The gang, stated rather than left to the admission webhook's default: every pod or none. An elastic pool brings
-    # the nodes for the pods that wait; none starts until all fit (Volcano's gang plugin, minAvailable).
-    job["spec"]["minAvailable"] = sum(task["replicas"] for task in job["spec"]["tasks"])
-    job["spec"]["maxRetry"] = JOB_RESTARTS
-    job["spec"]["policies"] = [dict(policy) for policy in JOB_LIFECYCLE]
-    for task in job["spec"]["tasks"]:
-        metadata = task["template"].setdefault("metadata", {})
-        metadata["annotations"] = {**metadata.get("annotations", {}), **DO_NOT_DISRUPT}
-        spec = task["template"]["spec"]
-        spec["tolerations"] = [*spec.get("tolerations", []), *contract.tolerations()]
-        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **group.node_selector}
-        training_security.harden(spec)
-        for container in spec["containers"]:
-            request_devices(container["resources"])
-            container["env"] = [*container.get("env", []), job_version_env()]
-    return job
-
-
-def job_version_env() -> dict:
-    """The job's version from the pod's annotation (downward API), for the run id in torchrun's command."""
-    path = f"metadata.annotations['{JOB_VERSION_ANNOTATION}']"
-    return {"name": JOB_VERSION_ENV, "valueFrom": {"fieldRef": {"fieldPath": path}}}
-
-
-def request_devices(resources: dict) -> None:
-    """Ask for the Neuron devices and EFA interfaces as requests too: Volcano sizes a job's PodGroup (and checks
-    the queue's capability) from requests, while Kubernetes copies extended-resource limits only later."""
-    devices = {k: v for k, v in resources.get("limits", {}).items() if k in DEVICE_RESOURCES}
-    resources["requests"] = {**resources.get("requests", {}), **devices}
-
-
 def add_api_tunnel_option(p: OneLineParser) -> None:
     p.add_argument(
         "--api-tunnel",
@@ -272,10 +175,31 @@ def parser() -> OneLineParser:
     p.add_argument("--node-group", help="node group name (default: the first)")
     p.add_argument("--queue", help="Volcano queue (default: the first; with --team, the team's)")
     add_team_option(p)
-    p.add_argument("--image-tag", default=TRAINING_IMAGE_TAG, help=f"training image tag (default {TRAINING_IMAGE_TAG})")
-    p.add_argument("--name", help="job name (default: berttrain, or bertcompile with --precompile)")
-    p.add_argument("--precompile", action="store_true", help="run neuron_parallel_compile to fill the compile cache")
+    p.add_argument("--image-tag", help="training image tag (default: the tag of the node group's training image)")
+    p.add_argument(
+        "--workload",
+        choices=tuple(WORKLOADS),
+        default="bert",
+        help="what to train: bert (default) or torchtitan (LLM pre-training, the Neuron tutorial's configuration for "
+        "the group's instance type; trn2/trn3 groups)",
+    )
+    p.add_argument(
+        "--name", help="job name (default: berttrain, bertcompile with --precompile, qwen3train with --workload torchtitan)"
+    )
+    p.add_argument(
+        "--precompile",
+        action="store_true",
+        help="run neuron_parallel_compile to fill the compile cache (PyTorch/XLA groups; TorchNeuron compiles as it trains)",
+    )
     p.add_argument("--no-bf16", dest="bf16", action="store_false", help="compute in float32")
+    p.add_argument(
+        "--step-seconds",
+        type=float,
+        help="the longest training step in seconds, for the pods' grace period where no source gives it",
+    )
+    p.add_argument(
+        "--checkpoint-gib", type=float, help="one checkpoint's size in GiB, for the grace period where no source gives it"
+    )
     p.add_argument("--dryrun", action="store_true", help="print the Volcano Job instead of submitting it")
     add_api_tunnel_option(p)
     p.add_argument("--json", action="store_true", help="print JSON (with --dryrun: the Volcano Job)")
@@ -285,8 +209,9 @@ def parser() -> OneLineParser:
 
 def main(argv: list[str] | None = None) -> int:
     def run(args) -> None:
+        default_name = "bertcompile" if args.precompile and args.workload == "bert" else DEFAULT_NAMES[args.workload]
         request = JobRequest.from_options(
-            name=args.name if args.name is not None else ("bertcompile" if args.precompile else "berttrain"),
+            name=args.name if args.name is not None else default_name,
             nodes=args.nodes,
             workers_per_node=args.workers_per_node,
             node_group=args.node_group,
@@ -295,11 +220,17 @@ def main(argv: list[str] | None = None) -> int:
             precompile=args.precompile,
             bf16=args.bf16,
             training_args=tuple(args.training_args),
+            step_seconds=args.step_seconds,
+            checkpoint_gib=args.checkpoint_gib,
         )
-        contract = workspace(PlatformContract.from_outputs(read_outputs(args.stack, args.outputs)), args.team)
-        job = volcano_job(contract, request)
+        contract = workspace(read_contract(args.stack, args.outputs), args.team)
+        job = launched_job(contract, request, args.workload)
         annotations = job["metadata"]["annotations"]
-        print(f"compile cache {annotations[COMPILE_CACHE_ANNOTATION]} ({annotations[COMPILE_CACHE_INPUTS]})", file=sys.stderr)
+        print(
+            f"compile cache {annotations[COMPILE_CACHE_ANNOTATION]} ({annotations[COMPILE_CACHE_INPUTS]}); "
+            f"termination grace period {annotations[GRACE_PERIOD_ANNOTATION]}",
+            file=sys.stderr,
+        )
         if args.dryrun:
             print(json.dumps(job, indent=2, sort_keys=True) if args.json else yaml.safe_dump(job, sort_keys=False))
         else:

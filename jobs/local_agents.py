@@ -156,6 +156,23 @@ class Rehearsal:
             self.stop()
             raise TimeoutError(f"the agents ran past {timeout}s; logs in {self.logs}") from None
 
+    def terminate(self, grace: float) -> bool:
+        """SIGTERM to every agent, as the kubelet sends it to each terminating pod's PID 1, and SIGKILL to those still
+        running ``grace`` seconds later, as the kubelet does after the pod's grace period; whether any was killed."""
+        for agent in self.agents:
+            if agent.process.poll() is None:
+                agent.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        killed = False
+        for agent in self.agents:
+            try:
+                agent.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                agent.process.kill()
+                agent.process.wait()
+                killed = True
+        return killed
+
     def stop(self) -> None:
         for agent in self.agents:
             if agent.process.poll() is None:

@@ -26,10 +26,9 @@ from importlib import resources
 from pathlib import Path
 
 from components.rendezvous import ETCD_NAME, member_container
-from jobs.outputs import read_outputs, report_bad_input
+from jobs.outputs import read_contract, report_bad_input
 from jobs.paths import create_directory, new_directory
 from trainium_eks.cli import OneLineParser
-from trainium_eks.contract import PlatformContract
 
 URL = re.compile(r"http://([^:/,]+):(\d+)")
 POD_NAME = "$(POD_NAME)"
@@ -152,7 +151,7 @@ def parser() -> OneLineParser:
 
 def main(argv: list[str] | None = None) -> int:
     def run(args) -> None:
-        contract = PlatformContract.from_outputs(read_outputs(args.stack, args.outputs))
+        contract = read_contract(args.stack, args.outputs)
         if args.workdir:
             workdir = create_directory(args.workdir, "--workdir")
         else:

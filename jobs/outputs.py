@@ -15,6 +15,9 @@ from trainium_eks.cli import UsageError, one_line
 from trainium_eks.contract import ContractError, PlatformContract
 
 MAX_OUTPUTS_BYTES = 16 * 1024 * 1024  # stack outputs are kilobytes; a whole plan a few megabytes
+# The contract version the job tools need: teams came in 1.5.0. What came later they read where a platform publishes it
+# (a 1.5.0 platform's node groups all ran the PyTorch/XLA image: PlatformContract.software).
+REQUIRES = "1.5.0"
 
 
 def read_outputs(stack: str | None, outputs_file: Path | None) -> Any:
@@ -42,6 +45,11 @@ def read_outputs(stack: str | None, outputs_file: Path | None) -> Any:
         return json.loads(result.stdout)
     except ValueError:
         raise LaunchError(f"--stack {stack}: `pulumi stack output --json` printed no JSON") from None
+
+
+def read_contract(stack: str | None, outputs_file: Path | None) -> PlatformContract:
+    """The platform's outputs (``read_outputs``) checked against the contract version the job tools need."""
+    return PlatformContract.from_outputs(read_outputs(stack, outputs_file), requires=REQUIRES)
 
 
 def add_team_option(parser) -> None:

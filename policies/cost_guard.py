@@ -1,5 +1,5 @@
-"""Pack cost-guard: Trainium node ceilings, a monthly budget on the estimated cost, the tags cost reports need, and
-image pulls that stay off the NAT gateway."""
+"""Pack cost-guard: Trainium node ceilings, a monthly budget on the estimated cost, the tags cost reports need, image
+pulls that stay off the NAT gateway, and nothing billed after `pulumi destroy` (volumes, logs, Karpenter's nodes)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pulumi_policy import EnforcementLevel, Severity
 
 from policies.adapters import resource_policy, stack_policy
 from policies.pack import Pack
-from policies.rules import cost, endpoints
+from policies.rules import cleanup, cost, endpoints
 
 COST_GUARD = Pack(
     name="cost-guard",
-    description="Trainium node ceilings, a monthly budget on the estimated cost, the tags cost reports need, and image "
-    "pulls that stay off the NAT gateway.",
+    description="Trainium node ceilings, a monthly budget on the estimated cost, the tags cost reports need, image "
+    "pulls that stay off the NAT gateway, and nothing left billing after `pulumi destroy`.",
     enforcement_level=EnforcementLevel.MANDATORY,
     policies=(
         stack_policy(
@@ -34,6 +34,25 @@ COST_GUARD = Pack(
             "A VPC the platform creates reaches S3 and ECR through VPC endpoints, not the NAT gateway.",
             Severity.MEDIUM,
             endpoints.image_pulls_through_endpoints,
+        ),
+        stack_policy(
+            "karpenter-outlives-its-pools",
+            "NodePools and EC2NodeClasses depend on the Karpenter release, and the release on its IAM role, its "
+            "interruption queue and the system nodes, so a destroy leaves Karpenter running until its nodes are gone.",
+            Severity.HIGH,
+            cleanup.pools_outlived_by_karpenter,
+        ),
+        stack_policy(
+            "stateful-set-claims-go-with-it",
+            "A StatefulSet's claims on a class that deletes volumes are deleted with it (whenDeleted: Delete).",
+            Severity.MEDIUM,
+            cleanup.claims_go_with_workload,
+        ),
+        stack_policy(
+            "control-plane-log-group-owned",
+            "The EKS control-plane log group is the stack's, with a retention, created before the cluster.",
+            Severity.MEDIUM,
+            cleanup.control_plane_log_group,
         ),
         resource_policy(
             "required-tags",

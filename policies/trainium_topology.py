@@ -11,11 +11,10 @@ from policies.rules import images, node_storage, node_versions, repair, scheduli
 TRAINIUM_TOPOLOGY = Pack(
     name="trainium-topology",
     description="What distributed training on Trainium needs: one AZ, EFA on every network card, cluster placement, "
-    "the Neuron AMI at one pinned release with a driver the training runtime runs on, node groups at a stated "
-    "Kubernetes version, images pulled onto the instance store, the Neuron taint, elastic pools that keep busy "
-    "nodes, device plugins, FSx "
-    "next to the nodes, queues within capacity, etcd with the v2 API, failed nodes repaired, and system pods that fit the "
-    "system nodes.",
+    "the Neuron AMI at a release each group pins, with a driver the runtime of its training stack runs on, a training "
+    "stack of its generation on every group, node groups at a stated Kubernetes version, images pulled onto the "
+    "instance store, the Neuron taint, elastic pools that keep busy nodes, device plugins, FSx next to the nodes, "
+    "queues within capacity, etcd with the v2 API, failed nodes repaired, and system pods that fit the system nodes.",
     enforcement_level=EnforcementLevel.MANDATORY,
     policies=(
         stack_policy(
@@ -44,7 +43,7 @@ TRAINIUM_TOPOLOGY = Pack(
         ),
         stack_policy(
             "trainium-node-image-pinned",
-            "Every Trainium group pins the stack's one EKS node image release, never the day's latest.",
+            "Every Trainium group pins an EKS node image release of its own, never the day's latest.",
             Severity.HIGH,
             trainium_nodes.node_image_pinned,
         ),
@@ -57,9 +56,15 @@ TRAINIUM_TOPOLOGY = Pack(
         ),
         stack_policy(
             "trainium-neuron-driver-compatible",
-            "Trainium nodes boot a node image whose Neuron driver the training image's Neuron runtime initialises on.",
+            "Each Trainium group boots a node image whose Neuron driver the runtime of its own training stack initialises on.",
             Severity.CRITICAL,
             trainium_nodes.neuron_driver_compatible,
+        ),
+        stack_policy(
+            "trainium-training-stack-fits-generation",
+            "Each Trainium group's nodes are labelled with a training stack that trains their Trainium generation.",
+            Severity.HIGH,
+            trainium_nodes.training_stack_fits_generation,
         ),
         stack_policy(
             "trainium-instance-store-raid0",

@@ -3,6 +3,7 @@
     python -m preflight plan STACK [--stack-file PATH] [--preview] [--json] [--image-gib N]
     python -m preflight check STACK... | --all [--stack-file PATH] [--graph FILE] [--preview] [--json]
     python -m preflight diff STACK --against PATH|REF [--stack-file PATH] [--json]
+    python -m preflight destroy STACK [--stack-file PATH] [--json]
 
 Exit status: 0 success (``check``: no mandatory violation), 1 ``check`` found a mandatory violation,
 2 config or usage error (one line on stderr, no traceback); ``diff``: 3 the change loses data (a ``DATA LOSS`` line),
@@ -19,7 +20,7 @@ from typing import Annotated
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from preflight import analysis, baseline, batch, check, diff, engine, impact_report, planfile, render, stackfile
+from preflight import analysis, baseline, batch, check, destroy, diff, engine, impact_report, planfile, render, stackfile
 from trainium_eks import catalog
 from trainium_eks.cli import OneLineParser, UsageError, one_line
 
@@ -81,8 +82,15 @@ def parser() -> argparse.ArgumentParser:
     change.add_argument(
         "--json",
         action="store_true",
-        help='print {"added", "removed", "changed", "losses", "refused", "drifts", "cost"} as JSON',
+        help='print {"added", "removed", "changed", "losses", "refused", "drifts", "nodeImages", "cost"} as JSON',
     )
+
+    teardown = commands.add_parser(
+        "destroy", help="what `pulumi destroy` deletes, in what order, what it refuses and what remains afterwards"
+    )
+    teardown.add_argument("stack", help="stack name")
+    teardown.add_argument("--stack-file", type=Path, help="evaluate this settings file as STACK instead")
+    teardown.add_argument("--json", action="store_true", help='print {"steps", "refused", "remains", "karpenter"} as JSON')
     return root
 
 
@@ -150,7 +158,14 @@ def run_diff(args: argparse.Namespace) -> int:
     return DATA_LOSS if impact.losses else REFUSED if impact.refused else 0
 
 
-COMMANDS = {"plan": run_plan, "check": run_check, "diff": run_diff}
+def run_destroy(args: argparse.Namespace) -> int:
+    plan = engine.evaluate(stackfile.load(args.stack, args.stack_file)).to_json()
+    teardown = destroy.plan_destroy(plan["resources"], args.stack)
+    print(json.dumps(teardown.to_json(), indent=2, sort_keys=True) if args.json else destroy.report(teardown))
+    return 0
+
+
+COMMANDS = {"plan": run_plan, "check": run_check, "diff": run_diff, "destroy": run_destroy}
 
 
 ONE_LINE_ERRORS = (UsageError, batch.StackError, baseline.RefError, planfile.PlanFileError, *batch.ONE_LINE_ERRORS)

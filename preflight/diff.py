@@ -164,7 +164,9 @@ class Impact:
     losses: list[dict] = field(default_factory=list)  # a replaced or removed stateful resource, and what goes with it
     cost: dict = field(default_factory=dict)  # monthly USD busy and idle, before and after
     drifts: list[dict] = field(default_factory=list)  # Karpenter node classes whose nodes a version change replaces
+    node_images: list[dict] = field(default_factory=list)  # Trainium groups a node image move rolls (version_moves)
     refused: list[dict] = field(default_factory=list)  # changes EKS refuses to apply (version_moves.refused)
+    imports: list[dict] = field(default_factory=list)  # added resources AWS already holds (existing_in_aws)
 
     def to_json(self) -> dict:
         return {
@@ -174,7 +176,9 @@ class Impact:
             "losses": self.losses,
             "cost": self.cost,
             "drifts": self.drifts,
+            "nodeImages": self.node_images,
             "refused": self.refused,
+            "imports": self.imports,
         }
 
 
@@ -290,8 +294,32 @@ class Waits:
 
 
 def monthly_cost(plan: dict) -> dict:
+    """The monthly running cost, busy and idle, and the hourly rate of the Capacity Blocks prepaid outside the stack."""
     cost = plan.get("cost") or {}
-    return {"busyUsd": cost.get("monthlyUsd"), "idleUsd": cost.get("idleMonthlyUsd")}
+    prepaid = cost.get("prepaid")
+    return {
+        "busyUsd": cost.get("monthlyUsd"),
+        "idleUsd": cost.get("idleMonthlyUsd"),
+        "prepaidHourlyUsd": None if prepaid is None else round(sum(block["hourlyUsd"] for block in prepaid), 4),
+    }
+
+
+def existing_in_aws(added: Iterable[str], old: Mapping[str, dict], new: Mapping[str, dict]) -> list[dict]:
+    """Added resources AWS already holds for the stack the baseline runs: EKS creates a cluster's control-plane log
+    group itself when it first writes to it (EKS User Guide, "Send control plane logs to CloudWatch Logs"), so a
+    stack whose cluster predates the platform's own group has one, and `pulumi up` fails to create it
+    (ResourceAlreadyExistsException) until it is imported."""
+    if not any(r["type"] in tokens.EKS_CLUSTERS for r in old.values()):
+        return []
+    found = []
+    for urn in added:
+        name = new[urn]["inputs"].get("name")
+        if new[urn]["type"] == tokens.CLOUDWATCH_LOG_GROUP and isinstance(name, str) and CONTROL_PLANE_LOGS.match(name):
+            found.append({"urn": urn, "id": name, "why": "EKS created it for the running cluster (README, Clean-up)"})
+    return found
+
+
+CONTROL_PLANE_LOGS = re.compile(r"\A/aws/eks/[^/]+/cluster\Z")
 
 
 def compare(old_plan: dict, new_plan: dict) -> Impact:
@@ -318,7 +346,9 @@ def compare(old_plan: dict, new_plan: dict) -> Impact:
     # waits for it: this order is one `pulumi up` can take.
     impact.changed.sort(key=lambda c: (len(c.after), c.urn))
     impact.drifts = version_moves.version_drifts(old, new)
+    impact.node_images = version_moves.node_image_moves(old, new, impact.changed)
     impact.refused = version_moves.refused(impact.changed, new)
+    impact.imports = existing_in_aws(impact.added, old, new)
     gone = [(c.urn, "replaced") for c in impact.changed if c.replace] + [(urn, "removed") for urn in impact.removed]
     for urn, how in sorted(gone):
         kind = (new.get(urn) or old[urn])["type"]

@@ -1,5 +1,6 @@
 """The text of `preflight diff`: what a change loses, what EKS refuses, what is added, removed and changed (in the
-order `pulumi up` applies it, each input's old and new value), and the monthly cost before and after.
+order `pulumi up` applies it, each input's old and new value), the nodes a version or node image move replaces, and
+the monthly cost before and after.
 
 A changed value fits on one line (``path: old -> new``) when both sides are short. Otherwise the line shows the path
 and the lines below what differs, marked ``-`` and ``+``: of a list that grew or shrank, each element it lost or
@@ -31,6 +32,10 @@ def impact(stack: str, against: str, change: diff.Impact, current: dict, baselin
     ]
     lines += [f"  ! DATA LOSS: {names[loss['urn']]} is {loss['how']}: {loss['lost']} goes with it" for loss in change.losses]
     lines += [f"  ! REFUSED BY EKS: {names[r['urn']]}: {r['why']}" for r in change.refused]
+    lines += [
+        f"  ! IMPORT FIRST: {names[i['urn']]} ({i['id']}): {i['why']}; `pulumi import` it before `pulumi up`"
+        for i in change.imports
+    ]
     lines += [f"  + {names[urn]}" for urn in change.added]
     lines += [f"  - {names[urn]}" for urn in change.removed]
     waits = {c.urn: set(c.after) for c in change.changed}
@@ -44,6 +49,7 @@ def impact(stack: str, against: str, change: diff.Impact, current: dict, baselin
             lines += value_change(path, old, new)
         lines += [f"      changes or breaks with it: {names[urn]}" for urn in c.dependents]
     lines += [f"  ~  nodes of {names[d['urn']]}: {diff.DRIFT}, as {d['why']}" for d in change.drifts]
+    lines += [f"  ~  nodes of group {m['group']} ({names[m['urn']]}): {m['why']}" for m in change.node_images]
     lines.append(_cost_change(change.cost))
     return "\n".join(lines)
 
@@ -108,4 +114,10 @@ def _cost_change(cost: dict) -> str:
             return "not estimated"
         return f"{before:,.0f} -> {after:,.0f} USD ({after - before:+,.0f})"
 
-    return f"Monthly cost: busy {figure('busyUsd')}, idle {figure('idleUsd')}"
+    blocks = cost["before"]["prepaidHourlyUsd"], cost["after"]["prepaidHourlyUsd"]
+    prepaid = (
+        f"; Capacity Blocks prepaid outside the stack {blocks[0]:,.2f} -> {blocks[1]:,.2f} USD/hour of their window"
+        if None not in blocks and blocks[0] != blocks[1]
+        else ""
+    )
+    return f"Monthly cost: busy {figure('busyUsd')}, idle {figure('idleUsd')}{prepaid}"

@@ -96,7 +96,8 @@ class MockInvokes:
             (instance_type, az_id)
             for instance_type in filters.get("instance-type", [])
             for az_id in locations
-            if catalog.INSTANCE_TYPES[instance_type].offered_in(self.region, az_id)
+            # EC2 lists an AZ where a type is sold in any way, Capacity Blocks included
+            if catalog.INSTANCE_TYPES[instance_type].offered_in(self.region, az_id, capacity_block=True)
         ]
         return {
             "id": self.region,

@@ -213,6 +213,8 @@ class PlatformMocks(MockInvokes, pulumi.runtime.Mocks):
             {
                 "name": cluster_name,
                 "arn": self._arn("eks", f"cluster/{cluster_name}"),
+                # the cluster role pulumi-eks creates (`<name>-eksRole-role`, auto-named, no path)
+                "roleArn": f"arn:aws:iam::{ACCOUNT_ID}:role/{name}-eksRole-role-{digest[:7]}",
                 "endpoint": endpoint,
                 "version": inputs.get("version"),
                 "vpcConfig": {

@@ -2,8 +2,8 @@
 
 The file is parsed once into frozen models that state every field's type, exactly the shape ``plan --json``
 prints: the engine's plan (``engine.Plan.to_json``) with the ``cost``, ``deployment``, ``firstStep``, ``systemFit``
-and ``trainiumNodes`` annotations (``preflight.analysis``), which may be left out. Anything else is refused with one
-line ``<file>: <json path>: <problem>; <fix>``.
+and ``trainiumNodes`` annotations (``preflight.analysis``, ``preflight.node_facts``), which may be left out.
+Anything else is refused with one line ``<file>: <json path>: <problem>; <fix>``.
 """
 
 from __future__ import annotations
@@ -81,6 +81,17 @@ class CostLine(_Record):
     description: str
     hourly_usd: float = Field(alias="hourlyUsd")
     idle_hourly_usd: float = Field(alias="idleHourlyUsd")
+    priced: bool = True
+
+
+class PrepaidBlock(_Record):
+    urn: str
+    description: str
+    reservation: str | None
+    instances: int
+    instance_type: str = Field(alias="instanceType")
+    instance_hourly_usd: float = Field(alias="instanceHourlyUsd")
+    hourly_usd: float = Field(alias="hourlyUsd")
 
 
 class CostEstimate(_Record):
@@ -92,6 +103,7 @@ class CostEstimate(_Record):
     idle_monthly_usd: float = Field(alias="idleMonthlyUsd")
     price_source: str = Field(alias="priceSource")
     lines: tuple[CostLine, ...]
+    prepaid: tuple[PrepaidBlock, ...] = ()
 
 
 class DeploymentStep(_Record):
@@ -173,23 +185,29 @@ class NodeAddresses(_Record):
     subnet_usable: int | None = Field(alias="subnetUsable")
 
 
+class TrainingStack(_Record):
+    name: str
+    generations: tuple[str, ...]
+    backend: str
+    image_tag: str = Field(alias="imageTag")
+    neuron_sdk: str = Field(alias="neuronSdk")
+    neuron_runtime: str = Field(alias="neuronRuntime")
+    drivers: str
+
+
 class TrainiumNodeGroup(_Record):
     group: str | None
     resource: str
     instance_type: str = Field(alias="instanceType")
+    generation: str
+    training_stack: TrainingStack | None = Field(alias="trainingStack")
     node_image: NodeImage = Field(alias="nodeImage")
     addresses: NodeAddresses | None
 
 
-class TrainingRuntime(_Record):
-    library: str
-    drivers: str
-
-
 class TrainiumNodes(_Record):
-    """``preflight.analysis.trainium_nodes``."""
+    """``preflight.node_facts.trainium_nodes``."""
 
-    training_runtime: TrainingRuntime = Field(alias="trainingRuntime")
     groups: tuple[TrainiumNodeGroup, ...]
 
 

@@ -1,5 +1,5 @@
 """What a change of Kubernetes version or node image does beyond the inputs it changes: the nodes Karpenter replaces
-(drift) and the moves back that EKS refuses.
+(drift), the Trainium groups a node image move rolls, and the moves back that EKS refuses.
 
 Each finding is ``{"urn", "why"}``: the resource, and one sentence naming the values, the reason and what to do.
 """
@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trainium_eks import tokens, versions
-from trainium_eks.trainium_groups import RELEASE_VERSION
+from trainium_eks.graph import Graph
+from trainium_eks.trainium_groups import RELEASE_VERSION, TrainiumGroup, trainium_groups
 
 
 def cluster_version(resources: Mapping[str, dict]) -> str | None:
@@ -32,6 +33,48 @@ def version_drifts(old: Mapping[str, dict], new: Mapping[str, dict]) -> list[dic
         if r["type"] == tokens.KARPENTER_NODE_CLASS
         and any("alias" in term for term in ((r["inputs"].get("spec") or {}).get("amiSelectorTerms") or []))
     ]
+
+
+def _release(group: TrainiumGroup | None) -> str | None:
+    """The node image release a group pins, as ``v<date>`` (None: none, or not known)."""
+    pinned = group.pinned_release() if group is not None else None
+    return f"v{pinned[0]}" if pinned and pinned[0] else None
+
+
+def _with_driver(tag: str | None) -> str:
+    release = versions.NODE_IMAGE_RELEASES.get(tag or "")
+    if release is None:
+        return tag or "no pinned release"
+    return f"{tag} (Neuron driver {release.neuron_driver or 'not sourced'})"
+
+
+def node_image_moves(old: Mapping[str, dict], new: Mapping[str, dict], changed: Iterable) -> list[dict]:
+    """The Trainium groups whose node image release changes. Each group pins its own release (its training stack's,
+    or trainiumNodeGroups[i].nodeImageRelease), so a move replaces that group's nodes (the change of its node group or
+    EC2NodeClass, ``diff.Change.nodes``) and leaves every other group's as they are. Each finding is ``{"urn",
+    "group", "release": {"old", "new"}, "why"}``."""
+    before = {g.node.urn: g for g in trainium_groups(Graph.from_records(list(old.values())))}
+    groups = trainium_groups(Graph.from_records(list(new.values())))
+    how = {c.urn: c.nodes for c in changed if c.nodes}
+    moved = [g for g in groups if g.node.urn in before and _release(before[g.node.urn]) != _release(g)]
+    moved_urns = {g.node.urn for g in moved}
+    found = []
+    for group in moved:
+        was, now = _release(before[group.node.urn]), _release(group)
+        name = group.name or group.node.name
+        rolls = how.get(group.node.urn) or (how.get(group.template.urn) if group.template else None) or "its nodes are replaced"
+        others = [g.name or g.node.name for g in groups if g.node.urn not in moved_urns]
+        kept = f"; the nodes of {', '.join(others)} stay as they are" if others else ""
+        found.append(
+            {
+                "urn": group.node.urn,
+                "group": name,
+                "release": {"old": was, "new": now},
+                "why": f"its {group.spec.name} nodes move from node image release {_with_driver(was)} to "
+                f"{_with_driver(now)}: {rolls}{kept}",
+            }
+        )
+    return found
 
 
 def refused(changed: Iterable, new: Mapping[str, dict]) -> list[dict]:

@@ -48,16 +48,34 @@ def platform(stack: str, **overrides: Any) -> PlatformConfig:
 
 def offering(instance_type: str) -> dict[str, str]:
     """Overrides that move a stack to the first region and AZ ID where the catalog offers ``instance_type``, so that a
-    test's node group is valid whatever region the shipped stack is in."""
-    region, az_ids = next(iter(catalog.INSTANCE_TYPES[instance_type].az_ids.items()))
-    return {"aws:region": region, "trainiumAzId": az_ids[0]}
+    test's node group is valid whatever region the shipped stack is in: on demand, else the first region whose Capacity
+    Blocks sell it, in an AZ ID that offers another Trainium type on demand there (a group of it needs ``sold_as``)."""
+    spec = catalog.INSTANCE_TYPES[instance_type]
+    if spec.az_ids:
+        region, az_ids = next(iter(spec.az_ids.items()))
+        return {"aws:region": region, "trainiumAzId": az_ids[0]}
+    region = spec.capacity_block_regions[0]
+    on_demand = [az_id for other in catalog.TRAINIUM_TYPES for az_id in catalog.az_ids_offering(other, region)]
+    return {"aws:region": region, "trainiumAzId": (on_demand or catalog.REGIONS[region])[0]}
+
+
+def sold_as(instance_type: str, instances: int = 2) -> dict[str, Any]:
+    """What a group of ``instance_type`` needs where ``offering`` puts it: nothing where it is sold on demand; a Capacity
+    Block of ``instances`` where it is sold in blocks only (an example block: its ID and price are what a user bought)."""
+    where = offering(instance_type)
+    if not catalog.INSTANCE_TYPES[instance_type].block_only(where["aws:region"]):
+        return {}
+    block = {"type": "capacity-block", "id": "cr-0a1b2c3d4e5f60718", "azId": where["trainiumAzId"], "hourlyUsd": 30.0}
+    return {"capacityReservation": {**block, "instanceCount": instances}}
 
 
 def one_group(instance_type: str, **group: Any) -> dict[str, Any]:
     """Overrides that make a fixture of a stack: one Trainium group of ``instance_type`` (elastic, 2 nodes at most,
-    named like trn1-32xl, unless ``group`` says otherwise) where the catalog offers it, and no teams."""
+    named like trn1-32xl, in a Capacity Block where that is how the type is sold, unless ``group`` says otherwise)
+    where the catalog offers it, and no teams."""
     name = instance_type.replace(".", "-").replace("xlarge", "xl")
-    nodes = {"name": name, "instanceType": instance_type, "provisioning": "karpenter", "maxSize": 2, **group}
+    nodes = {"name": name, "instanceType": instance_type, "provisioning": "karpenter", "maxSize": 2}
+    nodes = {**nodes, **sold_as(instance_type, group.get("maxSize", nodes["maxSize"])), **group}
     return {"trainiumNodeGroups": [nodes], "teams": [], **offering(instance_type)}
 
 

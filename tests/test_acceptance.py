@@ -8,20 +8,23 @@ import subprocess
 
 import kubernetes_validate
 import pytest
-from test_jobs import (
+from job_outputs import (
     NO_EFA,
     ROLE_LABEL,
     TWO_EFA_NODES,
-    _outputs,
+    TWO_GENERATIONS,
     assert_valid_pod,
     assert_valid_policies,
     outputs_file,
     pod_templates,
     run_module,
+    stack_outputs,
 )
 
-from jobs import acceptance, launch
-from trainium_eks import catalog, layout
+from jobs import acceptance, launch, platform_job
+from jobs.capacity import LaunchError
+from jobs.components import BACKENDS
+from trainium_eks import catalog, layout, versions
 from trainium_eks.contract import PlatformContract
 
 pytestmark = pytest.mark.stacks
@@ -35,13 +38,43 @@ def checked_in(contract: PlatformContract, name: str) -> PlatformContract:
 
 
 def staging_contract() -> PlatformContract:
-    """staging as a fixture: two EFA nodes and a team, whatever the shipped stack holds."""
-    return PlatformContract.from_outputs(json.loads(_outputs("staging", **{**TWO_EFA_NODES, "teams": A_TEAM})))
+    """staging as a fixture: two EFA nodes (trn1) and a team, whatever the shipped stack holds."""
+    return PlatformContract.from_outputs(json.loads(stack_outputs("staging", **{**TWO_EFA_NODES, "teams": A_TEAM})))
 
 
-def test_acceptance_jobs_are_valid_and_target_the_platform(tmp_path):
-    contract = staging_contract()
-    jobs = {name: build(checked_in(contract, name), contract.node_groups[0]) for name, build in acceptance.CHECKS.items()}
+def two_generations_contract() -> PlatformContract:
+    """A trn1.32xlarge pool and a trn2.48xlarge pool in a Capacity Block, two nodes each, and a team."""
+    return PlatformContract.from_outputs(json.loads(stack_outputs("staging", **{**TWO_GENERATIONS, "teams": A_TEAM})))
+
+
+def group_of(contract: PlatformContract, generation: str):
+    (group,) = [g for g in contract.node_groups if catalog.INSTANCE_TYPES[g.instance_type].generation == generation]
+    return group
+
+
+# The checks that time torch.distributed's collectives call by call: only on a backend whose collectives run when called.
+EAGER_ONLY = {"collective-bandwidth"}
+
+
+def built_checks(contract: PlatformContract, group) -> dict[str, dict]:
+    """Every check's job for ``group`` in the workspace it runs in; a check that refuses the group is left out (the
+    tests name which)."""
+    jobs = {}
+    for name, build in acceptance.CHECKS.items():
+        try:
+            jobs[name] = build(checked_in(contract, name), group)
+        except LaunchError:
+            continue
+    return jobs
+
+
+@pytest.mark.parametrize("generation", ["trn1", "trn2"])
+def test_acceptance_jobs_are_valid_and_target_the_platform(generation):
+    contract = staging_contract() if generation == "trn1" else two_generations_contract()
+    group = contract.node_groups[0] if generation == "trn1" else group_of(contract, "trn2")
+    jobs = built_checks(contract, group)
+    # XLA's collectives cannot be timed call by call: trn1 has every check but those
+    assert set(jobs) == set(acceptance.CHECKS) - (EAGER_ONLY if generation == "trn1" else set())
     for name, job in jobs.items():
         if job["apiVersion"] == "batch/v1":
             kubernetes_validate.validate(copy.deepcopy(job), "1.35", strict=True)
@@ -50,7 +83,7 @@ def test_acceptance_jobs_are_valid_and_target_the_platform(tmp_path):
                 assert_valid_pod(template)
         assert job["metadata"]["namespace"] == checked_in(contract, name).job_namespace, name
     devices = jobs["neuron-devices"]
-    assert devices["spec"]["completions"] == contract.node_groups[0].max_size  # an elastic pool: every node it can hold
+    assert devices["spec"]["completions"] == group.max_size  # an elastic pool: every node it can hold
     assert "podAntiAffinity" in devices["spec"]["template"]["spec"]["affinity"]
     efa_command = pod_templates(jobs["efa-allreduce"])[0]["spec"]["containers"][0]["command"]
     assert "training.allreduce_check" in efa_command
@@ -62,16 +95,25 @@ def test_acceptance_jobs_are_valid_and_target_the_platform(tmp_path):
     assert contract.etcd_endpoint.split(":")[0] in etcd_command[-1]
 
 
-def test_acceptance_checks_run_restricted_with_requests():
-    contract = staging_contract()
-    for name, build in acceptance.CHECKS.items():
-        job = build(checked_in(contract, name), contract.node_groups[0])
+@pytest.mark.parametrize("generation", ["trn1", "trn2"])
+def test_acceptance_checks_run_restricted_with_requests(generation):
+    contract = staging_contract() if generation == "trn1" else two_generations_contract()
+    group = contract.node_groups[0] if generation == "trn1" else group_of(contract, "trn2")
+    for name, job in built_checks(contract, group).items():
         templates = pod_templates(job) if "tasks" in job["spec"] else [job["spec"]["template"]]
         for template in templates:
             pod = template["spec"]
             if name == "efa-bandwidth" and template["metadata"]["labels"][ROLE_LABEL] != acceptance.LAUNCHER:
                 continue  # the nodes run sshd for MPI: test_the_bandwidth_check_runs_nccom_test_over_mpi_across_two_whole_nodes
-            runs_as_root = name in ("fsx-shared", "team-volume", "efa-allreduce", "efa-bandwidth")
+            # they write to the shared volume (its owner is root), or read the SSH key Volcano mounts for root
+            runs_as_root = name in (
+                "fsx-shared",
+                "team-volume",
+                "efa-allreduce",
+                "efa-bandwidth",
+                "collective-bandwidth",
+                "train-step",
+            )
             assert pod["securityContext"]["runAsNonRoot"] is not runs_as_root, name
             assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
             for container in pod["containers"]:
@@ -127,10 +169,10 @@ def test_the_bandwidth_check_prints_its_manifest(tmp_path):
 
 
 def test_a_check_runs_once_and_a_failure_ends_its_job():
-    contract = staging_contract()
-    jobs = {name: build(checked_in(contract, name), contract.node_groups[0]) for name, build in acceptance.CHECKS.items()}
+    contract = two_generations_contract()
+    jobs = built_checks(contract, group_of(contract, "trn2"))
     volcano = {name: job for name, job in jobs.items() if job["apiVersion"] == "batch.volcano.sh/v1alpha1"}
-    assert set(volcano) == {"efa-allreduce", "efa-bandwidth"}
+    assert set(volcano) == {"efa-allreduce", "efa-bandwidth", "collective-bandwidth", "train-step"}
     for name, job in volcano.items():
         assert job["spec"]["maxRetry"] == 1, name  # 0 would become Volcano's default 3
         assert job["spec"]["policies"] == [
@@ -145,7 +187,7 @@ def test_a_check_runs_once_and_a_failure_ends_its_job():
             assert job["spec"]["backoffLimit"] == 0 and job["spec"]["template"]["spec"]["restartPolicy"] == "Never", name
     # The training job keeps its restarts.
     training = launch.volcano_job(contract, launch.JobRequest(name="berttrain"))
-    assert training["spec"]["maxRetry"] == launch.JOB_RESTARTS
+    assert training["spec"]["maxRetry"] == platform_job.JOB_RESTARTS
     assert {policy["action"] for policy in training["spec"]["policies"]} == {"RestartJob"}
     assert_valid_policies(training["spec"]["policies"])
 
@@ -177,16 +219,20 @@ def test_all_runs_what_applies_to_the_group_and_names_what_it_skipped(tmp_path):
     path, _ = outputs_file(tmp_path, "dev", **NO_EFA)
     result = run_module("jobs.acceptance", "all", "--outputs", str(path), "--dryrun", "--json")
     assert result.returncode == 0, result.stderr
-    assert [job["metadata"]["name"] for job in json.loads(result.stdout)] == [
-        "acceptance-neuron-devices",
-        "acceptance-fsx-shared",
-        "acceptance-etcd-rendezvous",
-    ]
+    names = [job["metadata"]["name"] for job in json.loads(result.stdout)]
+    # a Volcano Job's name carries TorchX's suffix
+    expected = ["acceptance-neuron-devices", "acceptance-train-step", "acceptance-fsx-shared", "acceptance-etcd-rendezvous"]
+    assert len(names) == len(expected) and all(name.startswith(prefix) for name, prefix in zip(names, expected, strict=True))
     skipped, *verdicts = result.stderr.splitlines()
     assert skipped.startswith("skipped on node group trn1-2xl: efa-allreduce: ") and "efa-bandwidth: " in skipped
+    assert "collective-bandwidth: times torch.distributed on the neuron backend" in skipped
     # every check of the platform's workspace; team-volume only with --team (tests/test_teams.py)
     assert sorted(line.split(":")[0] for line in verdicts) == sorted(set(acceptance.CHECKS) - {"team-volume"})
-    assert {line for line in verdicts if line.endswith("skipped")} == {"efa-allreduce: skipped", "efa-bandwidth: skipped"}
+    assert {line for line in verdicts if line.endswith("skipped")} == {
+        "efa-allreduce: skipped",
+        "efa-bandwidth: skipped",
+        "collective-bandwidth: skipped",
+    }
     alone = run_module("jobs.acceptance", "efa-allreduce", "--outputs", str(path), "--dryrun")
     assert alone.returncode == 2 and "needs two or more EFA nodes" in alone.stderr
 
@@ -197,6 +243,7 @@ def test_the_node_group_is_named_when_there_are_several(tmp_path):
         spare = {**first, "name": "spare", "nodeSelector": {"trainium-eks/node-group": "spare"}}
         outputs["trainiumNodeGroups"] = [first, spare]
         outputs["trainiumNodeGroupScaling"]["spare"] = outputs["trainiumNodeGroupScaling"][first["name"]]
+        outputs["trainiumNodeGroupSoftware"]["spare"] = outputs["trainiumNodeGroupSoftware"][first["name"]]
 
     path, outputs = outputs_file(tmp_path, "staging", edit=two_groups)
     result = run_module("jobs.acceptance", "neuron-devices", "--outputs", str(path), "--dryrun")
@@ -210,3 +257,106 @@ def test_the_node_group_is_named_when_there_are_several(tmp_path):
     assert selector == {"trainium-eks/node-group": "spare"}
     unknown = run_module("jobs.acceptance", "neuron-devices", "--outputs", str(path), "--dryrun", "--node-group", "gpu")
     assert unknown.returncode == 2 and "--node-group gpu: no such node group" in unknown.stderr
+
+
+@pytest.mark.parametrize("generation", ["trn1", "trn2"])
+def test_the_checks_of_each_generation_run_its_image_on_its_devices_cores_and_interfaces(generation):
+    """On a stack of both generations, every check of a group runs that group's training image; the EFA checks take
+    its devices, one rank per NeuronCore it advertises (64 on trn2.48xlarge at LNC=2) and all its EFA interfaces,
+    judged against its type's floor (for trn2 an engineering choice: catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION)."""
+    contract = two_generations_contract()
+    group = group_of(contract, generation)
+    spec = catalog.INSTANCE_TYPES[group.instance_type]
+    stack = versions.training_stack_of(generation)
+    image = f"{contract.ecr_repository_url}:{stack.image_tag}"
+    cores = spec.neuron_cores_at(catalog.GENERATIONS[generation].default_lnc)
+    jobs = {name: job for name, job in built_checks(contract, group).items() if name != "team-volume"}
+    assert set(jobs) == set(acceptance.CHECKS) - {"team-volume"} - (EAGER_ONLY if generation == "trn1" else set())
+    for name, job in jobs.items():
+        templates = pod_templates(job) if "tasks" in job["spec"] else [job["spec"]["template"]]
+        assert {c["image"] for t in templates for c in t["spec"]["containers"]} == {image}, name
+    (devices,) = jobs["neuron-devices"]["spec"]["template"]["spec"]["containers"]
+    assert devices["resources"]["limits"][layout.NEURON_DEVICE_RESOURCE] == str(spec.neuron_devices)
+
+    for template in pod_templates(jobs["efa-allreduce"]):
+        (container,) = template["spec"]["containers"]
+        assert f"--nproc_per_node={cores}" in container["command"]
+        limits = container["resources"]["limits"]
+        assert limits[layout.NEURON_DEVICE_RESOURCE] == str(spec.neuron_devices)
+        assert limits[layout.EFA_RESOURCE] == str(spec.max_efa_interfaces)
+        assert BACKENDS[stack.backend].cache_variable in {e["name"] for e in container["env"]}
+    tasks = jobs["efa-bandwidth"]["spec"]["tasks"]
+    (launcher,) = [t for t in tasks if t["name"].startswith(acceptance.LAUNCHER)]
+    script = launcher["template"]["spec"]["containers"][0]["command"][-1]
+    floor = catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION[group.instance_type]
+    assert f"nccom-test -r {2 * cores} -N 2 " in script and f"--min-fraction {floor:g}" in script
+    for node in [t for t in tasks if t["name"].startswith(acceptance.NODE)]:
+        limits = node["template"]["spec"]["containers"][0]["resources"]["limits"]
+        assert limits[layout.EFA_RESOURCE] == str(spec.max_efa_interfaces)
+
+
+def torchrun_command(job: dict) -> list[str]:
+    (container,) = pod_templates(job)[0]["spec"]["containers"]
+    return container["command"]
+
+
+@pytest.mark.parametrize("generation", ["trn1", "trn2"])
+def test_the_training_step_check_trains_on_one_whole_node_of_the_group_with_its_backend(generation):
+    """train-step: torchrun on one node, a worker per NeuronCore, the group's image and backend (XLA on trn1, neuron on
+    trn2: their compile caches on the shared volume), bf16 as training computes, once."""
+    contract = two_generations_contract()
+    group = group_of(contract, generation)
+    stack = versions.training_stack_of(generation)
+    job = acceptance.train_step(contract, group)
+    (task,) = job["spec"]["tasks"]
+    assert task["replicas"] == 1
+    command = torchrun_command(job)
+    assert command[command.index("-m") + 1] == "training.smoke_step" and "--bf16" in command
+    assert "--nnodes=1" in command and f"--nproc_per_node={group.neuron_cores_per_node}" in command
+    assert "--max-restarts=0" in command  # a failed step is not retried
+    (container,) = task["template"]["spec"]["containers"]
+    assert container["image"] == f"{contract.ecr_repository_url}:{stack.image_tag}"
+    assert container["resources"]["limits"][layout.NEURON_DEVICE_RESOURCE] == str(group.neuron_devices_per_node)
+    environment = {e["name"]: e.get("value") for e in container["env"]}
+    assert environment[BACKENDS[stack.backend].cache_variable].startswith(
+        BACKENDS[stack.backend].cache_value.format(contract.neuron_compile_cache_path)
+    )
+    assert all(environment.get(k) == v for k, v in BACKENDS[stack.backend].bf16_environment.items())
+    assert job["spec"]["policies"] == [
+        {"event": "PodFailed", "action": "TerminateJob"},
+        {"event": "PodEvicted", "action": "TerminateJob"},
+    ]
+
+
+def test_the_collective_bandwidth_check_times_torch_distributed_on_two_trn2_nodes_against_the_floor():
+    contract = two_generations_contract()
+    group = group_of(contract, "trn2")
+    job = acceptance.collective_bandwidth(contract, group)
+    assert sum(task["replicas"] for task in job["spec"]["tasks"]) == 2  # two whole nodes
+    command = torchrun_command(job)
+    assert command[command.index("-m") + 1] == "training.collective_bandwidth"
+    assert "--nnodes=2" in command and f"--nproc_per_node={group.neuron_cores_per_node}" in command
+    floor = catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION[group.instance_type]
+    line_rate = catalog.INSTANCE_TYPES[group.instance_type].network_bandwidth_gbps
+    arguments = command[command.index("-m") + 2 :]
+    assert arguments == ["--line-rate-gbps", f"{line_rate:g}", "--min-fraction", f"{floor:g}"]
+    assert "--max-restarts=0" in command  # a rerun after a result below the floor could pass by luck
+    for template in pod_templates(job):
+        limits = template["spec"]["containers"][0]["resources"]["limits"]
+        assert limits[layout.NEURON_DEVICE_RESOURCE] == str(group.neuron_devices_per_node)
+        assert limits[layout.EFA_RESOURCE] == str(group.efa_interfaces_per_node)
+    assert job["spec"]["maxRetry"] == 1
+
+
+def test_the_collective_bandwidth_check_refuses_trn1_and_names_nccom_test(tmp_path):
+    path, _ = outputs_file(tmp_path, **TWO_GENERATIONS)
+    result = run_module(
+        "jobs.acceptance", "collective-bandwidth", "--outputs", str(path), "--node-group", "trn1-32xl", "--dryrun"
+    )
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "pytorch-xla-2.30 (xla backend)" in result.stderr and "efa-bandwidth" in result.stderr
+    trn2 = run_module(
+        "jobs.acceptance", "collective-bandwidth", "--outputs", str(path), "--node-group", "trn2-48xl", "--dryrun", "--json"
+    )
+    assert trn2.returncode == 0, trn2.stderr
+    assert json.loads(trn2.stdout)["metadata"]["name"].startswith("acceptance-collective-bandwidth")

@@ -167,3 +167,52 @@ def test_the_image_ships_every_platform_module_the_training_package_imports():
         path = module.replace(".", "/") + ".py"
         assert module in copied and path in allowed, f"{module} is imported by training/ but not in the image"
     assert "trainium_eks.__init__" in copied and "trainium_eks/__init__.py" in allowed
+
+
+# training.collective_bandwidth: the same judgement of a bus bandwidth torch.distributed measures itself, run here for
+# real on two processes and gloo (on a trn2 group: 128 ranks on the neuron backend, jobs.acceptance collective-bandwidth).
+SMALL_SIZES = ("--min-bytes", str(2**20), "--max-bytes", str(2**22), "--iterations", "3", "--warmup", "1")
+
+
+def torchrun_bandwidth(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+        + ["-m", "training.collective_bandwidth", "--device", "cpu", *SMALL_SIZES, *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_all_reduce_bus_bandwidth_of_two_processes_is_measured_and_judged():
+    # A line rate far below what loopback carries passes; one far above fails. The figures are measured, not given.
+    slow = torchrun_bandwidth("--line-rate-gbps", "0.001", "--min-fraction", "0.5")
+    assert slow.returncode == 0, slow.stderr
+    lines = slow.stdout.splitlines()
+    assert "all-reduce across 2 workers: 3.0 == 3.0" in lines  # the sum is checked before anything is timed
+    rows = [line for line in lines if " bytes: bus bandwidth " in line]
+    assert [int(row.split()[0]) for row in rows] == [2**20, 2**21, 2**22]
+    (verdict,) = [line for line in lines if line.startswith("torch.distributed all_reduce, 2 ranks on gloo: achieved ")]
+    assert verdict.endswith("floor 50 %: pass") and "0.001 Gbps of EFA" in verdict
+    fast = torchrun_bandwidth("--line-rate-gbps", "1e9", "--min-fraction", "1")
+    assert fast.returncode != 0 and fast.stdout.rstrip().endswith(": FAIL"), (fast.stdout, fast.stderr)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--device", "neuron"), "--device neuron needs TorchNeuron"),
+        (("--device", "xla"), "argument --device: invalid choice: 'xla'"),  # its collectives cannot be timed call by call
+        (("--min-bytes", "4096", "--max-bytes", "1024"), "--min-bytes 4096: more than --max-bytes 1024"),
+        (("--min-bytes", "1023"), "'1023' is not a whole number of bytes, a multiple of 4"),
+        (("--iterations", "0"), "--iterations: '0' is not a whole number of 1 or more"),
+    ],
+)
+def test_the_collective_check_refuses_bad_options_in_one_line(args, words, capsys):
+    from training import collective_bandwidth
+
+    assert collective_bandwidth.main(["--line-rate-gbps", "800", "--min-fraction", "0.3", *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and words in captured.err, captured.err
+    assert captured.out == ""

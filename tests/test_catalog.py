@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from trainium_eks import catalog
+from preflight.stackfile import REPO_ROOT
+from trainium_eks import catalog, versions
 
 
 @pytest.mark.parametrize("name", catalog.TRAINIUM_TYPES)
@@ -15,10 +16,29 @@ def test_trainium_types_are_complete(name):
     assert spec.neuron_devices > 0 and spec.neuron_cores >= spec.neuron_devices
     assert spec.accelerator_memory_gib > 0 and spec.vcpus > 0 and spec.memory_gib > 0
     assert spec.max_efa_interfaces in (0, spec.network_cards), "EFA is attached one interface per network card"
-    assert spec.on_demand_usd_per_hour and all(price > 0 for price in spec.on_demand_usd_per_hour.values())
-    assert spec.az_ids, f"{name} has no known AZ offering"
+    assert spec.az_ids or spec.capacity_block_regions, f"{name} is sold nowhere"
+    # Sold on demand exactly where it has a price; a region that sells it only in Capacity Blocks has neither.
+    assert set(spec.on_demand_usd_per_hour) == set(spec.az_ids) and all(p > 0 for p in spec.on_demand_usd_per_hour.values())
     for region, az_ids in spec.az_ids.items():
-        assert set(az_ids) <= set(catalog.REGIONS[region]), (region, az_ids)
+        assert az_ids and set(az_ids) <= set(catalog.REGIONS[region]), (region, az_ids)
+    assert set(spec.capacity_block_regions) <= set(catalog.REGIONS)
+
+
+@pytest.mark.parametrize("name", catalog.TRAINIUM_TYPES)
+def test_a_node_advertises_its_physical_cores_grouped_by_its_generations_logical_core_setting(name):
+    spec = catalog.INSTANCE_TYPES[name]
+    generation = catalog.GENERATIONS[spec.generation]
+    assert generation.default_lnc in generation.lnc_settings
+    for lnc in generation.lnc_settings:
+        assert spec.neuron_cores_at(lnc) * lnc == spec.physical_neuron_cores
+        assert spec.neuron_cores_at(lnc) % spec.neuron_devices == 0  # every device advertises the same cores
+    assert spec.neuron_cores == spec.neuron_cores_at(generation.default_lnc)
+
+
+def test_every_generation_has_a_type_and_a_training_stack():
+    for name in catalog.GENERATIONS:
+        assert any(catalog.INSTANCE_TYPES[t].generation == name for t in catalog.TRAINIUM_TYPES)
+        assert name in versions.training_stack_of(name).generations
 
 
 def test_multi_node_types_support_efa_and_the_single_device_type_does_not():
@@ -27,9 +47,14 @@ def test_multi_node_types_support_efa_and_the_single_device_type_does_not():
         assert catalog.INSTANCE_TYPES[name].supports_efa
 
 
-def test_unknown_region_price_errs_on_the_expensive_side():
-    spec = catalog.INSTANCE_TYPES["trn2.48xlarge"]
-    assert spec.price("ap-southeast-4") == max(spec.on_demand_usd_per_hour.values())
+@pytest.mark.parametrize("name", catalog.TRAINIUM_TYPES)
+def test_unknown_region_price_errs_on_the_expensive_side_and_a_block_only_type_has_none(name):
+    spec = catalog.INSTANCE_TYPES[name]
+    if spec.on_demand_usd_per_hour:
+        assert spec.price("ap-southeast-4") == max(spec.on_demand_usd_per_hour.values())
+    else:  # it runs in Capacity Blocks only, at the block's price
+        assert spec.price("ap-southeast-4") is None
+        assert all(spec.block_only(region) for region in spec.capacity_block_regions)
 
 
 @pytest.mark.parametrize("name", [n for n, t in catalog.INSTANCE_TYPES.items() if t.supports_efa])
@@ -73,3 +98,17 @@ def ec2_recommended_layout(cards: int) -> list[tuple[int, int, str]]:
 def test_the_catalog_layout_is_the_ec2_guides(name, cards):
     layout = [(s.network_card_index, s.device_index, s.interface_type) for s in catalog.INSTANCE_TYPES[name].efa_layout()]
     assert layout == ec2_recommended_layout(cards)
+
+
+def test_the_readmes_generations_section_states_what_the_catalog_and_versions_say():
+    section = (REPO_ROOT / "README.md").read_text().split("### Trainium generations\n")[1].split("\n### ")[0]
+    for name in catalog.TRAINIUM_TYPES:
+        assert name in section, name
+    for stack in versions.TRAINING_STACKS.values():
+        release = versions.NODE_IMAGE_RELEASES[stack.default_node_image_release]
+        runtime = stack.runtime
+        for fact in (stack.name, stack.dockerfile, runtime.sdk, runtime.library, runtime.drivers):  # tags: versions.py alone
+            assert fact in section, fact
+        assert f"{release.tag}, aws-neuronx-dkms {release.neuron_driver}" in section, release.tag
+    for tag, release in versions.NODE_IMAGE_RELEASES.items():
+        assert release.neuron_driver or tag in section, f"{tag}: the release refused for want of a sourced driver"

@@ -1,5 +1,5 @@
-"""checkov's Kubernetes and Dockerfile checks pass on every stack's Kubernetes objects and on training/Dockerfile,
-with only the skips below, each a check that does not apply to this platform and why.
+"""checkov's Kubernetes and Dockerfile checks pass on every stack's Kubernetes objects and on every training stack's
+Dockerfile, with only the skips below, each a check that does not apply to this platform and why.
 
 checkov runs once per session from .venv-checkov (built by `make test`; its pins conflict with the project's),
 offline: no guideline download, no update check.
@@ -20,15 +20,18 @@ from support import STACKS, cached_plan, evaluate, kubernetes_objects, manifest
 
 from jobs import launch, training_security
 from preflight.stackfile import REPO_ROOT
+from trainium_eks import versions
 from trainium_eks.contract import PlatformContract
 
 pytestmark = pytest.mark.stacks
+
+TRAINING_DOCKERFILES = sorted({stack.dockerfile for stack in versions.TRAINING_STACKS.values()})
 
 SKIPS = {
     "CKV_K8S_43": "etcd's and TensorBoard's digests cannot be read here (no registry) nor from an upstream source: exact tags",
     "CKV_K8S_15": "images are pinned by exact tag; Always would make every etcd or TensorBoard restart need the registry",
     "CKV_DOCKER_2": "the kubelet ignores an image's HEALTHCHECK and runs the pod's probes; a training job serves nothing",
-    "CKV_DOCKER_3": "the training image runs as root: the FSx volume it writes is root-owned (training/Dockerfile says why)",
+    "CKV_DOCKER_3": "the training images run as root: the FSx volume they write is root-owned (training/Dockerfile says why)",
 }
 # What checkov finds in the training and precompile pods (jobs.launch on every stack), each for its reason.
 TRAINING_POD_FINDINGS = {
@@ -66,7 +69,7 @@ def checkov_binary() -> str:
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory) -> dict[str, dict]:
-    """checkov's JSON report per framework, from one run over every stack's objects, the canary and the Dockerfile."""
+    """checkov's JSON report per framework, from one run over every stack's objects, the canary and the Dockerfiles."""
     root = tmp_path_factory.mktemp("checkov")
     for stack in STACKS:
         objects = [manifest(r) for r in kubernetes_objects(cached_plan(stack, False))]
@@ -76,7 +79,8 @@ def reports(tmp_path_factory) -> dict[str, dict]:
     (root / TEAMS_FILE).write_text(yaml.safe_dump_all([manifest(r) for r in kubernetes_objects(with_a_team)]))
     (root / TRAINING_PODS_FILE).write_text(yaml.safe_dump_all([pod for stack in STACKS for pod in training_pods(stack)]))
     (root / CANARY_FILE).write_text(yaml.safe_dump(CANARY))
-    shutil.copy(REPO_ROOT / "training" / "Dockerfile", root / "Dockerfile")
+    for dockerfile in TRAINING_DOCKERFILES:
+        shutil.copy(REPO_ROOT / dockerfile, root / Path(dockerfile).name)
     result = subprocess.run(
         [checkov_binary(), "--directory", str(root), "--framework", "kubernetes", "dockerfile", "--output", "json"]
         + ["--skip-download", "--skip-check", ",".join(SKIPS)],
@@ -128,10 +132,11 @@ def test_every_stacks_kubernetes_objects_pass(reports):
     assert {f"{stack}.yaml" for stack in STACKS} | {TEAMS_FILE} <= checked_files
 
 
-def test_training_dockerfile_passes(reports):
+def test_every_training_dockerfile_passes(reports):
     dockerfile = reports["dockerfile"]
     assert failures(dockerfile) == []
-    assert dockerfile["summary"]["passed"] > 0
+    checked = {Path(c["file_path"]).name for c in dockerfile["results"]["passed_checks"]}
+    assert {Path(d).name for d in TRAINING_DOCKERFILES} <= checked
 
 
 def test_a_privileged_pod_is_caught(reports):

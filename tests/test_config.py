@@ -9,15 +9,49 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from support import STACKS, node_group_config, settings
+from support import STACKS, node_group_config, offering, one_group, settings, sold_as
 
-from trainium_eks import catalog
+from trainium_eks import catalog, versions
 from trainium_eks.config import ConfigError, parse
 
 GROUP = node_group_config("trn1-32xl", "trn1.32xlarge")
 POOL = {"name": "trn1-32xl", "instanceType": "trn1.32xlarge", "provisioning": "karpenter", "maxSize": 2}
 STAGING_AZ = settings("staging", fixture=True).config["trainium-eks:trainiumAzId"]
 RESERVATION = {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": STAGING_AZ, "instanceCount": 2}
+
+# Node image releases and training stacks, named by what versions.py says of them rather than by tag.
+SOURCED = ", ".join(versions.sourced_releases())
+UNSOURCED = next(tag for tag, release in versions.NODE_IMAGE_RELEASES.items() if release.neuron_driver is None)
+XLA, NATIVE = versions.training_stack_of("trn1"), versions.training_stack_of("trn2")
+XLA_FIX = f"pin one of {XLA.default_node_image_release}"
+NATIVE_FIX = f"pin one of {NATIVE.default_node_image_release}"
+
+# trn2.48xlarge where the catalog sells it, in Capacity Blocks only, and the block a group of it needs there (support.py);
+# and a region that sells trn2 in no way.
+TRN2_TYPE = catalog.INSTANCE_TYPES["trn2.48xlarge"]
+TRN2_WHERE = offering(TRN2_TYPE.name)
+TRN2_REGION, BLOCK = TRN2_WHERE["aws:region"], sold_as(TRN2_TYPE.name)["capacityReservation"]
+ODCR = {**RESERVATION, "azId": BLOCK["azId"]}
+UNSOLD = next(
+    {"aws:region": region, "trainiumAzId": az_ids[0]}
+    for region, az_ids in catalog.REGIONS.items()
+    if not any(TRN2_TYPE.offered_in(region, az_id, capacity_block=True) for az_id in az_ids)
+)
+
+
+def pool(**group) -> dict:
+    """Overrides: the fixture's one elastic trn1 group with ``group``'s keys."""
+    return {"trainiumNodeGroups": [{**POOL, **group}]}
+
+
+def trn2(**group_and_stack) -> dict:
+    """Overrides: one elastic trn2.48xlarge group in a Capacity Block where the catalog sells trn2, with ``group``'s keys
+    (None drops one) and the stack keys (``aws:region``, ``trainiumAzId``) given."""
+    stack = {k: group_and_stack.pop(k) for k in ("aws:region", "trainiumAzId") if k in group_and_stack}
+    group = {"name": "trn2-48xl", "instanceType": TRN2_TYPE.name, "provisioning": "karpenter", "maxSize": 2}
+    group = {k: v for k, v in {**group, "capacityReservation": BLOCK, **group_and_stack}.items() if v is not None}
+    return {"trainiumNodeGroups": [group], **TRN2_WHERE, **stack}
+
 
 # (overrides applied to the fixture staging stack, the key the error must name, words the message must contain)
 BAD_INPUTS = [
@@ -134,9 +168,21 @@ BAD_INPUTS = [
     ({"trainiumNodeGroups": [{**POOL, "idleMinutes": "soon"}]}, "trainiumNodeGroups[0].idleMinutes", "expected an integer"),
     ({"trainiumNodeGroups": [{**GROUP, "idleMinutes": 10}]}, "trainiumNodeGroups[0].idleMinutes", "provisioning: karpenter"),
     ({"trainiumNodeGroups": [{**GROUP, "minSize": None}]}, "trainiumNodeGroups[0].minSize", "fixed number of nodes"),
-    ({"nodeImageRelease": "latest"}, "trainium-eks:nodeImageRelease", "floats"),
-    ({"nodeImageRelease": "al2023@latest"}, "trainium-eks:nodeImageRelease", "floats"),
-    ({"nodeImageRelease": "v20200101"}, "trainium-eks:nodeImageRelease", "pin one of v20260625"),
+    # Each group's node image release: pinned, known, with a sourced driver its training stack's runtime runs on.
+    (pool(nodeImageRelease="latest"), "trainiumNodeGroups[0].nodeImageRelease", "floats"),
+    (pool(nodeImageRelease="al2023@latest"), "trainiumNodeGroups[0].nodeImageRelease", "floats"),
+    (pool(nodeImageRelease="v20200101"), "trainiumNodeGroups[0].nodeImageRelease", f"pin one of {SOURCED}"),
+    (pool(nodeImageRelease=UNSOURCED), "trainiumNodeGroups[0].nodeImageRelease", "no source states"),
+    (pool(nodeImageRelease=NATIVE.default_node_image_release), "trainiumNodeGroups[0].nodeImageRelease", XLA_FIX),
+    (pool(trainingStack="jax"), "trainiumNodeGroups[0].trainingStack", "use one of"),
+    # A trn2 group: its generation's stack, in a region that sells trn2, in a Capacity Block where that is how.
+    (trn2(trainingStack=XLA.name), "trainiumNodeGroups[0].trainingStack", f"trains with {NATIVE.name}"),
+    (trn2(nodeImageRelease=XLA.default_node_image_release), "trainiumNodeGroups[0].nodeImageRelease", NATIVE_FIX),
+    (trn2(capacityReservation=None), "trainiumNodeGroups[0].capacityReservation", "Capacity Blocks only"),
+    (trn2(capacityReservation=ODCR), "trainiumNodeGroups[0].capacityReservation", "Capacity Blocks only"),
+    (trn2(capacityReservation=None, **UNSOLD), "trainiumNodeGroups[0].instanceType", f"a region that sells it: {TRN2_REGION}"),
+    # The stack-wide release every node booted is retired: each group boots its own.
+    ({"nodeImageRelease": XLA.default_node_image_release}, "trainium-eks:nodeImageRelease", "set nodeImageRelease on the groups"),
     # Nodes held back during an upgrade: never ahead of the control plane.
     ({"systemNodeKubernetesVersion": "1.36"}, "trainium-eks:systemNodeKubernetesVersion", 'use "" (kubernetesVersion)'),
     (
@@ -182,6 +228,7 @@ def test_bad_input_names_the_key_and_the_fix(overrides, key, words):
     assert named_key.endswith(key), message
     assert words in message
     assert "; " in message, "the message must carry a fix after the problem"
+    assert not message.endswith("…"), "the fix must be shown whole"
 
 
 def test_a_node_group_name_too_long_for_eks_with_this_stack_is_rejected():
@@ -202,6 +249,30 @@ def test_a_stack_name_that_breaks_eks_names_is_rejected():
 def test_shipped_stacks_parse(stack):
     cfg = parse(settings(stack).config, stack=stack)
     assert cfg.stack == stack and cfg.trainium_node_groups
+
+
+def test_each_group_trains_with_its_generations_stack_on_that_stacks_release():
+    both = {**trn2(), "trainiumNodeGroups": [POOL, *trn2()["trainiumNodeGroups"]], "teams": []}
+    config = parse(settings("staging", fixture=True, **both).config, stack="staging")
+    assert {g.spec.generation for g in config.trainium_node_groups} == set(catalog.GENERATIONS)
+    for group in config.trainium_node_groups:
+        stack = versions.training_stack_of(group.spec.generation)
+        assert group.stack == stack and group.spec.generation in stack.generations
+        assert group.node_image.release == stack.default_node_image_release
+        assert stack.runtime.runs_on(group.release.neuron_driver)
+
+
+@pytest.mark.parametrize("release", versions.sourced_releases())
+@pytest.mark.parametrize("generation", catalog.GENERATIONS)
+def test_a_group_may_pin_exactly_the_releases_whose_driver_its_runtime_runs_on(generation, release):
+    instance_type = next(t for t in catalog.TRAINIUM_TYPES if catalog.INSTANCE_TYPES[t].generation == generation)
+    raw = settings("staging", fixture=True, **one_group(instance_type, nodeImageRelease=release)).config
+    if versions.training_stack_of(generation).runtime.runs_on(versions.NODE_IMAGE_RELEASES[release].neuron_driver):
+        assert parse(raw, stack="staging").trainium_node_groups[0].node_image.release == release
+    else:
+        with pytest.raises(ConfigError, match="does not initialise") as caught:
+            parse(raw, stack="staging")
+        assert caught.value.key.endswith("trainiumNodeGroups[0].nodeImageRelease")
 
 
 def test_node_repair_follows_the_stack_and_can_be_turned_off():

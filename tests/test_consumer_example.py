@@ -153,6 +153,8 @@ def test_the_team_program_builds_in_its_workspace(team_python, platform_outputs,
     (defaults,) = [o["data"] for o in of_type("kubernetes:core/v1:ConfigMap") if o["metadata"]["name"] == "job-defaults"]
     assert (defaults["queue"], defaults["claimName"]) == (team["queue"], team["claimName"])
     assert defaults["etcdEndpoint"] == platform_outputs["etcdEndpoint"]
+    software = platform_outputs["trainiumNodeGroupSoftware"]
+    assert json.loads(defaults["trainingImages"]) == {name: entry["trainingImage"] for name, entry in software.items()}
     (provider,) = of_type("pulumi:providers:kubernetes")
     assert provider["namespace"] == team["namespace"]  # what the program forgets to place lands in the team's namespace
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from generation_mutations import CAPACITY_BLOCK, TRN2, TWO_GENERATIONS
+from mutation_case import resource as planned
 from support import STACKS, evaluate, node_group_config, offering, run_preflight, settings
 
+from policies.rules import cost as cost_rules
 from preflight import analysis
-from trainium_eks import catalog, cost, deployment, service_prices
+from trainium_eks import catalog, cost, deployment, layout, service_prices
 from trainium_eks.graph import Graph, Node
-from trainium_eks.trainium_groups import trainium_groups
+from trainium_eks.trainium_groups import NODE_CLASS, trainium_groups
 
 pytestmark = pytest.mark.stacks
 
@@ -71,6 +74,70 @@ def test_cost_guard_uses_the_same_estimate():
     graph = Graph.from_records(plan["resources"])
     region = settings("staging").config["aws:region"]
     assert cost.estimate(graph, region).monthly_usd == analysis.annotate(plan)["cost"]["monthlyUsd"]
+
+
+def two_generations() -> dict:
+    """A stack with an elastic trn1 pool on demand and an elastic trn2 pool in a Capacity Block."""
+    return evaluate("staging", fixture=True, **TWO_GENERATIONS).to_json()
+
+
+def test_the_idle_month_of_a_stack_of_both_generations_has_no_trainium_in_it_and_the_block_is_prepaid_apart():
+    plan = analysis.annotate(two_generations())
+    estimate, pools = plan["cost"], {g.node.urn: g for g in trainium_groups(Graph.from_records(plan["resources"]))}
+    trainium = [line for line in estimate["lines"] if line["urn"] in pools]
+    assert trainium and all(line["idleHourlyUsd"] == 0 for line in trainium)
+    assert estimate["idleMonthlyUsd"] == pytest.approx(
+        sum(line["idleHourlyUsd"] for line in estimate["lines"] if line["urn"] not in pools) * catalog.HOURS_PER_MONTH, abs=0.01
+    )
+    # The trn2 pool's block is prepaid, in neither monthly figure; the trn1 pool's nodes are on demand while busy.
+    (block,) = estimate["prepaid"]
+    assert pools[block["urn"]].spec is TRN2 and block["reservation"] == CAPACITY_BLOCK["id"]
+    assert block["hourlyUsd"] == pytest.approx(CAPACITY_BLOCK["instanceCount"] * CAPACITY_BLOCK["hourlyUsd"])
+    assert not any(line["urn"] == block["urn"] and TRN2.name in line["description"] for line in estimate["lines"])
+    assert estimate["hourlyUsd"] == pytest.approx(sum(line["hourlyUsd"] for line in estimate["lines"]), abs=1e-3)
+    # The text prints the block in a section of its own, after the monthly table.
+    text = analysis.summary(plan).splitlines()
+    (heading,) = [i for i, line in enumerate(text) if line.startswith("Prepaid Capacity Blocks")]
+    assert text.index(next(line for line in text if line.startswith("Estimated running cost"))) < heading
+    assert block["description"] in text[heading + 1] and "USD/hour of the window" in text[heading + 1]
+    assert not any(block["description"] in line for line in text[:heading])
+
+
+def without_reservation(plan: dict, group: str) -> dict:
+    """A hand-made plan: the EC2NodeClass of ``group`` selects no reservation and records none."""
+    spec = planned(plan, NODE_CLASS, f"-{group}-nodeclass")["inputs"]
+    spec["spec"].pop("capacityReservationSelectorTerms")
+    for key in (layout.CAPACITY_RESERVATION_INSTANCES_TAG, layout.CAPACITY_BLOCK_HOURLY_USD_TAG):
+        spec["metadata"]["annotations"].pop(key, None)
+    return plan
+
+
+def test_a_trn2_group_without_a_reservation_is_priced_as_not_known_never_a_traceback(tmp_path):
+    assert TRN2.price("us-east-2") is None  # no AWS source gives it an on-demand price
+    plan = without_reservation(two_generations(), "trn2-48xl")
+    estimate = cost.estimate(Graph.from_records(plan["resources"]), "us-east-2")
+    (unknown,) = [line for line in estimate.lines if not line.priced]
+    assert TRN2.name in unknown.description and "not counted" in unknown.description
+    assert unknown.hourly_usd == unknown.idle == 0 and not estimate.prepaid
+    annotated = analysis.annotate(plan)
+    assert "1 item(s) without a known price counted as 0" in analysis.summary(annotated)
+    assert not list(cost_rules.monthly_cost_budget(Graph.from_records(plan["resources"]), {"maxMonthlyUsd": 10**9}))
+    graph = tmp_path / "plan.json"
+    graph.write_text(json.dumps(annotated))
+    result = run_preflight("check", "--graph", str(graph))
+    assert result.returncode in (0, 1) and "Traceback" not in result.stderr, result.stderr
+    assert "not counted, no on-demand price known for trn2.48xlarge" in result.stdout
+
+
+def test_the_budget_holds_the_running_cost_and_leaves_a_prepaid_block_out():
+    graph = Graph.from_records(two_generations()["resources"])
+    estimate = cost.estimate(graph, "us-east-2")
+    prepaid_month = sum(block.hourly_usd for block in estimate.prepaid) * catalog.HOURS_PER_MONTH
+    assert prepaid_month > 1
+    # a budget the running cost fits and the running cost with the block's month would not
+    assert not list(cost_rules.monthly_cost_budget(graph, {"maxMonthlyUsd": estimate.monthly_usd + 1}))
+    (over,) = cost_rules.monthly_cost_budget(graph, {"maxMonthlyUsd": estimate.monthly_usd - 1})
+    assert f"{estimate.monthly_usd:,.0f} USD/month" in over.message
 
 
 def test_check_all_json_carries_cost_and_deployment_for_every_stack():

@@ -318,3 +318,21 @@ def test_a_ref_that_reads_as_an_option_never_reaches_git(monkeypatch):
     for ref in ("--output=/tmp/x", "-p", "HEAD --help", "HEAD:stacks"):
         with pytest.raises(baseline.RefError, match="not a stack file, nor a git ref"):
             baseline.plan_at_ref(stackfile.REPO_ROOT, ref, BASE)
+
+
+def test_a_running_clusters_control_plane_log_group_is_to_be_imported_first():
+    """EKS made the control-plane log group of a cluster that predates the stack's own: the diff says to import it,
+    and says nothing of the sort for a stack that runs no cluster yet."""
+    current = plan()
+    (log_group,) = [
+        r
+        for r in current["resources"]
+        if r["type"] == tokens.CLOUDWATCH_LOG_GROUP and diff.CONTROL_PLANE_LOGS.match(str(r["inputs"].get("name")))
+    ]
+    running = {**current, "resources": [r for r in current["resources"] if r["urn"] != log_group["urn"]]}
+    impact = diff.compare(running, current)
+    assert [i["urn"] for i in impact.imports] == [log_group["urn"]]
+    report = impact_report.impact(BASE, "main", impact, current, running)
+    assert f"IMPORT FIRST: {log_group['type']} {log_group['name']} ({log_group['inputs']['name']})" in report
+    nothing_runs = {**current, "resources": [r for r in running["resources"] if r["type"] not in tokens.EKS_CLUSTERS]}
+    assert diff.compare(nothing_runs, current).imports == []

@@ -130,6 +130,21 @@ def test_a_killed_worker_restarts_every_node_from_the_last_checkpoint(plan, tmp_
     assert BertForPreTraining.from_pretrained(output / "checkpoint-60").config.num_hidden_layers == 2
 
 
+def test_a_drained_job_stops_after_a_whole_step_and_resumes_from_it_losing_none(plan, tmp_path):
+    drain_at = 12  # between the checkpoints at 10 and 15: a kill here would retrain steps
+    ran, outcome, output = rehearsal_command(plan, tmp_path, "--steps", "40", "--drain-at", str(drain_at))
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert outcome["passed"] and outcome["steps_lost"] == 0
+    stopped = outcome["drained_at_step"]
+    assert stopped >= drain_at and outcome["resumed_from"] == stopped
+    assert (output / f"checkpoint-{stopped}").is_dir()  # written by the drain, whatever the checkpoint interval
+    assert outcome["drain"]["exit_seconds"] < outcome["drain"]["grace_seconds"]  # within the pods' grace period
+    assert outcome["drain_to_step_seconds"] > 0
+    records = read_metrics(output / "metrics.jsonl")
+    assert [r["step"] for r in records] == list(range(1, 41))  # every step trained once: none lost, none repeated
+    assert f"SIGTERM to the 2 torchrun agents after step {outcome['drain']['after_step']}" in ran.stderr
+
+
 def test_a_job_that_volcano_restarts_meets_in_a_new_rendezvous_and_resumes(job, plan, etcd_cluster, tmp_path):
     member = etcd_cluster.members[0]
     first, output = rehearse(job, plan, etcd_cluster, member, tmp_path, steps="20")

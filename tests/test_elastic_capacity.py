@@ -12,11 +12,13 @@ import json
 
 import pytest
 import yaml
-from support import STACKS, evaluate, offering, one, run_preflight, settings
+from support import STACKS, evaluate, offering, one, run_preflight, settings, sold_as
+from test_catalog import ec2_recommended_layout
 from test_trainium_node_group import with_groups
 
 from preflight import analysis
 from trainium_eks import catalog, deployment, layout, versions
+from trainium_eks.config.stack_items import DEFAULT_IDLE_MINUTES
 from trainium_eks.graph import Graph
 
 pytestmark = pytest.mark.stacks
@@ -37,7 +39,8 @@ IAM_POLICY = "aws:iam/policy:Policy"
 
 def group(instance_type: str, provisioning: str, **extra) -> dict:
     sizes = {"minSize": 2, "desiredSize": 2} if provisioning == "managed" else {}
-    return {"name": "trn", "instanceType": instance_type, "provisioning": provisioning, "maxSize": 2, **sizes, **extra}
+    kind = {"name": "trn", "instanceType": instance_type, "provisioning": provisioning, "maxSize": 2, **sizes}
+    return {**kind, **sold_as(instance_type), **extra}
 
 
 def both_kinds(instance_type: str, **extra):
@@ -99,22 +102,118 @@ def test_the_node_class_gives_a_node_what_the_managed_launch_template_gives_it(i
     assert alias.startswith("al2023@v") and alias.removeprefix("al2023@v") == ng.inputs["releaseVersion"].rsplit("-", 1)[1]
 
 
+def pool_of(plan, name: str):
+    """The NodePool of the group ``name``: the one whose nodes carry its node-group label."""
+    return one(
+        [p for p in plan.find(NODE_POOL) if p.inputs["spec"]["template"]["metadata"]["labels"][layout.NODE_GROUP_LABEL] == name]
+    )
+
+
 def test_an_elastic_pool_scales_from_zero_to_max_size_and_never_empties_a_busy_node():
     plan = evaluate("staging")
-    pool = one(plan.find(NODE_POOL)).inputs["spec"]
-    configured = json.loads(settings("staging").config["trainium-eks:trainiumNodeGroups"])[0]
-    spec = catalog.INSTANCE_TYPES[configured["instanceType"]]
-    requirements = {r["key"]: (r["operator"], r["values"]) for r in pool["template"]["spec"]["requirements"]}
-    assert requirements["node.kubernetes.io/instance-type"] == ("In", [configured["instanceType"]])
-    assert requirements["topology.k8s.aws/zone-id"] == ("In", [settings("staging").config["trainium-eks:trainiumAzId"]])
-    assert requirements["karpenter.sh/capacity-type"] == ("In", ["on-demand"])
-    # Karpenter launches no node past a limit: maxSize nodes of the one type.
-    assert int(pool["limits"]["cpu"]) == configured["maxSize"] * spec.vcpus
-    assert int(pool["limits"]["cpu"]) < (configured["maxSize"] + 1) * spec.vcpus
-    assert pool["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30m"}  # the default idle time
-    assert pool["template"]["spec"]["expireAfter"] == "Never" and "terminationGracePeriod" not in pool["template"]["spec"]
-    assert "replicas" not in pool  # not a static pool: nothing runs until a job waits
-    assert not [ng for ng in plan.find(NG) if ng.inputs["amiType"] == "AL2023_x86_64_NEURON"]
+    stack = settings("staging").config
+    elastic = [g for g in json.loads(stack["trainium-eks:trainiumNodeGroups"]) if g.get("provisioning") == "karpenter"]
+    assert elastic and len(plan.find(NODE_POOL)) == len(elastic)
+    for configured in elastic:
+        pool = pool_of(plan, configured["name"]).inputs["spec"]
+        spec = catalog.INSTANCE_TYPES[configured["instanceType"]]
+        requirements = {r["key"]: (r["operator"], r["values"]) for r in pool["template"]["spec"]["requirements"]}
+        assert requirements["node.kubernetes.io/instance-type"] == ("In", [configured["instanceType"]])
+        assert requirements["topology.k8s.aws/zone-id"] == ("In", [stack["trainium-eks:trainiumAzId"]])
+        # Into its reservation when it has one (Karpenter's reserved capacity type), else on demand.
+        capacity = "reserved" if configured.get("capacityReservation") else "on-demand"
+        assert requirements["karpenter.sh/capacity-type"] == ("In", [capacity])
+        # Karpenter launches no node past a limit: maxSize nodes of the one type.
+        assert int(pool["limits"]["cpu"]) == configured["maxSize"] * spec.vcpus
+        assert int(pool["limits"]["cpu"]) < (configured["maxSize"] + 1) * spec.vcpus
+        idle = f"{configured.get('idleMinutes', DEFAULT_IDLE_MINUTES)}m"
+        assert pool["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": idle}
+        assert pool["template"]["spec"]["expireAfter"] == "Never" and "terminationGracePeriod" not in pool["template"]["spec"]
+        assert "replicas" not in pool  # not a static pool: nothing runs until a job waits
+    if len(elastic) == len(json.loads(stack["trainium-eks:trainiumNodeGroups"])):
+        assert not [ng for ng in plan.find(NG) if ng.inputs["amiType"] == "AL2023_x86_64_NEURON"]
+
+
+TRN1, TRN2 = catalog.INSTANCE_TYPES["trn1.32xlarge"], catalog.INSTANCE_TYPES["trn2.48xlarge"]
+
+
+def two_generations(provisioning: str):
+    """A stack with a trn1 group and a trn2 group (in a Capacity Block, as the catalog sells trn2) of one kind."""
+    groups = [{**group(t.name, provisioning), "name": t.name.replace(".", "-")} for t in (TRN1, TRN2)]
+    return with_groups(TRN2.name, *groups)
+
+
+def node_setup(plan, instance_type: str) -> dict:
+    """What a group of ``instance_type`` gives its nodes, from either kind's resources: interfaces, placement group,
+    instance store, node image, capacity, labels."""
+    name = instance_type.replace(".", "-")
+    pgs = [p for p in plan.find(PG) if p.name.endswith(f"-{name}-cluster")]
+    managed = [g for g in plan.find(NG) if g.name.endswith(f"-{name}-ng")]
+    if managed:
+        (ng,) = managed
+        lt = one([r for r in plan.find(LT) if r.urn in ng.property_dependencies["launchTemplate"]])
+        kubelet, date = ng.inputs["releaseVersion"].rsplit("-", 1)
+        return {
+            "interfaces": lt.inputs["networkInterfaces"],
+            "placement": (lt.inputs["placement"]["groupName"], lt.property_dependencies["placement"]),
+            "user_data": base64.b64decode(lt.inputs["userData"]).decode(),
+            "release": f"v{date}",
+            "kubelet": kubelet,
+            "capacity": (ng.inputs["capacityType"], lt.inputs.get("capacityReservationSpecification")),
+            "labels": ng.inputs["labels"],
+            "placement_group": one(pgs),
+        }
+    pool = pool_of(plan, name)
+    node_class = one([c for c in plan.find(NODE_CLASS) if c.name.endswith(f"-{name}-nodeclass")])
+    spec, requirements = node_class.inputs["spec"], pool.inputs["spec"]["template"]["spec"]["requirements"]
+    (alias,) = [term["alias"] for term in spec["amiSelectorTerms"]]
+    assert spec["instanceStorePolicy"] == "RAID0"
+    return {
+        "interfaces": spec["networkInterfaces"],
+        "placement": (spec["placementGroupSelector"]["name"], node_class.property_dependencies["spec"]),
+        "user_data": spec["userData"],
+        "release": alias.removeprefix("al2023@"),  # Karpenter resolves the kubelet of the cluster's version itself
+        "kubelet": None,
+        "capacity": (
+            next(r["values"] for r in requirements if r["key"] == "karpenter.sh/capacity-type"),
+            spec.get("capacityReservationSelectorTerms"),
+        ),
+        "labels": pool.inputs["spec"]["template"]["metadata"]["labels"],
+        "placement_group": one(pgs),
+    }
+
+
+@pytest.mark.parametrize("provisioning", ["managed", "karpenter"])
+def test_a_trn2_group_beside_a_trn1_group_gets_its_generations_nodes(provisioning):
+    plan = two_generations(provisioning)
+    kubernetes = settings("staging").config["trainium-eks:kubernetesVersion"]
+    block = sold_as(TRN2.name)["capacityReservation"]
+    for spec in (TRN1, TRN2):
+        node = node_setup(plan, spec.name)
+        stack = versions.training_stack_of(spec.generation)
+        release = versions.NODE_IMAGE_RELEASES[stack.default_node_image_release]
+        # The EC2 guide's accelerated layout for the type's cards: ENA primary, one EFA-only interface per card.
+        found = [(int(i["networkCardIndex"]), int(i["deviceIndex"]), i["interfaceType"]) for i in node["interfaces"]]
+        assert found == ec2_recommended_layout(spec.network_cards)
+        # The group's own cluster placement group.
+        assert node["placement_group"].inputs["strategy"] == "cluster" and node["placement_group"].urn in node["placement"][1]
+        # Its NVMe instance store as one RAID0 volume, where images and the compile cache go.
+        (config,) = nodeadm_documents(node["user_data"])
+        assert config["spec"]["instance"]["localStorage"]["strategy"] == "RAID0"
+        # The release of its generation's training stack, whose driver the stack's runtime initialises on.
+        assert node["release"] == release.tag and stack.runtime.runs_on(release.neuron_driver)
+        assert node["kubelet"] in (None, release.kubelet_versions[kubernetes])
+        assert node["labels"][layout.TRAINING_STACK_LABEL] == stack.name
+    assert node_setup(plan, TRN1.name)["release"] != node_setup(plan, TRN2.name)["release"]
+    assert node_setup(plan, TRN1.name)["placement"][0] != node_setup(plan, TRN2.name)["placement"][0]
+    # trn2 launches into its Capacity Block; trn1 on demand.
+    trn1_capacity, trn2_capacity = node_setup(plan, TRN1.name)["capacity"], node_setup(plan, TRN2.name)["capacity"]
+    if provisioning == "managed":
+        assert trn2_capacity == ("CAPACITY_BLOCK", {"capacityReservationTarget": {"capacityReservationId": block["id"]}})
+        assert trn1_capacity == ("ON_DEMAND", None)
+    else:
+        assert trn2_capacity == (["reserved"], [{"id": block["id"]}])
+        assert trn1_capacity == (["on-demand"], None)
 
 
 def test_idle_minutes_set_when_an_empty_node_goes():
@@ -123,42 +222,73 @@ def test_idle_minutes_set_when_an_empty_node_goes():
     assert plan.outputs["trainiumNodeGroupScaling"] == {"trn": {"provisioning": "karpenter", "idleMinutes": 5}}
 
 
+def group_labels(resource: dict) -> dict:
+    """The labels a node group or a pool gives its nodes (plan JSON)."""
+    inputs = resource["inputs"]
+    return inputs["spec"]["template"]["metadata"]["labels"] if resource["type"] == NODE_POOL else inputs.get("labels", {})
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_an_idle_elastic_stack_pays_for_no_trainium_node(stack):
     result = run_preflight("plan", stack, "--json")
     assert result.returncode == 0, result.stderr
-    estimate = json.loads(result.stdout)["cost"]
-    trainium = [line for line in estimate["lines"] if any(t in line["description"] for t in catalog.TRAINIUM_TYPES)]
-    assert trainium and all(line["hourlyUsd"] > 0 for line in trainium)
-    scaling = json.loads(result.stdout)["outputs"]["trainiumNodeGroupScaling"]
-    elastic = all(s["provisioning"] == "karpenter" for s in scaling.values())
-    if elastic:  # dev and staging: busy costs the pool at maxSize, idle none of it
-        assert all(line["idleHourlyUsd"] == 0 for line in trainium)
+    plan = json.loads(result.stdout)
+    configured = {g["name"]: g for g in json.loads(settings(stack).config["trainium-eks:trainiumNodeGroups"])}
+    group_of = {
+        r["urn"]: group_labels(r)[layout.NODE_GROUP_LABEL]
+        for r in plan["resources"]
+        if r["type"] in (NODE_POOL, NG) and layout.NODE_GROUP_LABEL in group_labels(r)
+    }
+    # A group in a reservation pays for it busy or idle: the reservation's own tests price it.
+    on_demand = {name for name, g in configured.items() if not g.get("capacityReservation")}
+    estimate = plan["cost"]
+    lines = [
+        line
+        for line in estimate["lines"]
+        if group_of.get(line["urn"]) in on_demand and any(t in line["description"] for t in catalog.TRAINIUM_TYPES)
+    ]
+    assert {group_of[line["urn"]] for line in lines} == on_demand
+    for line in lines:
+        assert line["hourlyUsd"] > 0
+        if configured[group_of[line["urn"]]].get("provisioning") == "karpenter":  # busy: the pool at maxSize; idle: none
+            assert line["idleHourlyUsd"] == 0
+        else:  # a managed group runs its nodes either way
+            assert line["idleHourlyUsd"] == line["hourlyUsd"]
+    if any(configured[name].get("provisioning") == "karpenter" for name in on_demand):
         assert estimate["idleMonthlyUsd"] < estimate["monthlyUsd"]
-    else:  # prod's managed group runs its nodes either way
-        assert all(line["idleHourlyUsd"] == line["hourlyUsd"] for line in trainium)
     text = run_preflight("plan", stack).stdout
     assert "USD/month busy" in text and "USD/month idle" in text
 
 
-def test_a_capacity_block_pool_is_priced_as_the_block_whether_or_not_it_runs():
+@pytest.mark.parametrize("kind", ["capacity-block", "odcr"])
+def test_a_reserved_pool_pays_whether_or_not_it_runs_a_block_up_front_outside_the_month_an_odcr_every_month(kind):
     reservation = {
-        "type": "capacity-block",
+        "type": kind,
         "id": "cr-0123456789abcdef0",
         "azId": offering("trn1.32xlarge")["trainiumAzId"],
         "instanceCount": 2,
-        "hourlyUsd": 15.5,
     }
+    reservation |= {"hourlyUsd": 15.5} if kind == "capacity-block" else {}
     plan = with_groups("trn1.32xlarge", group("trn1.32xlarge", "karpenter", capacityReservation=reservation))
-    node_class, pool = one(plan.find(NODE_CLASS)).inputs, one(plan.find(NODE_POOL)).inputs["spec"]
-    assert node_class["spec"]["capacityReservationSelectorTerms"] == [{"id": reservation["id"]}]
-    assert node_class["metadata"]["annotations"][layout.CAPACITY_RESERVATION_AZ_TAG] == reservation["azId"]
-    requirements = {r["key"]: r["values"] for r in pool["template"]["spec"]["requirements"]}
+    node_class, pool = one(plan.find(NODE_CLASS)), one(plan.find(NODE_POOL))
+    assert node_class.inputs["spec"]["capacityReservationSelectorTerms"] == [{"id": reservation["id"]}]
+    assert node_class.inputs["metadata"]["annotations"][layout.CAPACITY_RESERVATION_AZ_TAG] == reservation["azId"]
+    requirements = {r["key"]: r["values"] for r in pool.inputs["spec"]["template"]["spec"]["requirements"]}
     assert requirements["karpenter.sh/capacity-type"] == ["reserved"]
-    lines = [line for line in analysis.annotate(plan.to_json())["cost"]["lines"] if "trn1.32xlarge" in line["description"]]
-    (block,) = lines
-    assert "Capacity Block" in block["description"] and "on demand" not in block["description"]
-    assert block["hourlyUsd"] == block["idleHourlyUsd"] == pytest.approx(2 * 15.5)
+    estimate = analysis.annotate(plan.to_json())["cost"]
+    instances = [line for line in estimate["lines"] if "trn1.32xlarge" in line["description"]]
+    if kind == "capacity-block":
+        # Bought outside the stack and paid up front for its window: its own kind of line, in neither monthly figure.
+        (block,) = estimate["prepaid"]
+        assert (block["urn"], block["reservation"], block["instances"]) == (pool.urn, reservation["id"], 2)
+        assert block["hourlyUsd"] == pytest.approx(2 * 15.5) and "paid up front" in block["description"]
+        assert not instances, "the block's instances are not a running cost of the stack"
+        assert all(line["idleHourlyUsd"] == 0 for line in estimate["lines"] if line["urn"] == pool.urn)
+    else:
+        # An ODCR is billed at the on-demand rate for as long as it exists, used or not.
+        (odcr,) = instances
+        rate = 2 * catalog.INSTANCE_TYPES["trn1.32xlarge"].price(offering("trn1.32xlarge")["aws:region"])
+        assert odcr["hourlyUsd"] == odcr["idleHourlyUsd"] == pytest.approx(rate) and not estimate["prepaid"]
 
 
 def test_karpenter_runs_on_the_system_nodes_with_its_queue_role_and_node_access():
@@ -194,7 +324,7 @@ def test_karpenter_runs_on_the_system_nodes_with_its_queue_role_and_node_access(
     entry = one([e for e in plan.find(ACCESS_ENTRY) if e.inputs["type"] != "STANDARD"])  # STANDARD: the teams' members
     assert entry.inputs["type"] == "EC2_LINUX"
     node_role = one([by_urn[u] for u in entry.property_dependencies["principalArn"]])
-    assert node_role.urn in one(plan.find(NODE_CLASS)).property_dependencies["spec"]
+    assert plan.find(NODE_CLASS) and all(node_role.urn in c.property_dependencies["spec"] for c in plan.find(NODE_CLASS))
     assert entry.urn in controller.dependencies
 
 

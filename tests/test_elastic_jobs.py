@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from job_outputs import NO_EFA, TWO_EFA_NODES, launch_json, outputs_file, pod_templates, run_module
 from support import STACKS, evaluate, offering, one, one_group, platform, run_preflight
-from test_jobs import NO_EFA, TWO_EFA_NODES, launch_json, outputs_file, pod_templates, run_module
 
 from policies.packs import PACKS
 from preflight import check
@@ -46,9 +46,11 @@ def pool_for(plan, pod: dict) -> dict | None:
     return None
 
 
-def efa_capacity(plan) -> int:
-    """What Karpenter gives a node of an EC2NodeClass with networkInterfaces: one vpc.amazonaws.com/efa per efa-only."""
-    spec = one(plan.find(NODE_CLASS)).inputs["spec"]
+def efa_capacity(plan, pool: dict) -> int:
+    """What Karpenter gives a node of the pool's EC2NodeClass with networkInterfaces: one vpc.amazonaws.com/efa per
+    efa-only interface."""
+    name = pool["spec"]["template"]["spec"]["nodeClassRef"]["name"]
+    spec = one([c for c in plan.find(NODE_CLASS) if c.inputs["metadata"]["name"] == name]).inputs["spec"]
     return sum(1 for i in spec.get("networkInterfaces", []) if i["interfaceType"] == "efa-only")
 
 
@@ -68,7 +70,7 @@ def test_a_job_up_to_max_size_waits_for_nodes_its_pool_will_bring(tmp_path, stac
         assert pool["metadata"]["name"] == group["name"]  # the pool of the group the job names
         requests = pod["containers"][0]["resources"]["requests"]
         assert int(requests[layout.NEURON_DEVICE_RESOURCE]) <= spec.neuron_devices
-        assert int(requests.get(layout.EFA_RESOURCE, 0)) <= efa_capacity(plan)
+        assert int(requests.get(layout.EFA_RESOURCE, 0)) <= efa_capacity(plan, pool)
         # TorchX writes cpu in millicores and memory in megabytes (10**6 bytes).
         assert int(requests["cpu"].removesuffix("m")) <= spec.vcpus * 1000
         assert int(requests["memory"].removesuffix("M")) * 10**6 <= spec.memory_gib * 2**30

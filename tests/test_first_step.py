@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from generation_mutations import TRN1_STACK, TRN2_STACK, TWO_GENERATIONS
 from support import STACKS, evaluate, one_group, run_preflight
 from test_network import EXISTING
 
@@ -31,7 +32,7 @@ def test_every_trainium_group_gets_a_cold_and_a_warm_estimate_that_starts_with_p
         assert found["`pulumi up` of a new stack"]["minutes"] == plan["deployment"]["criticalPathMinutes"]
         assert step["coldMinutes"] > step["warmMinutes"] >= plan["deployment"]["criticalPathMinutes"]
         # What a warm cache and a loaded file system save is exactly the cold-only terms.
-        saved = sum(t["minutes"] for t in step["terms"] if t["coldOnly"])
+        saved = sum(t["minutes"] or 0 for t in step["terms"] if t["coldOnly"])
         assert step["coldMinutes"] - step["warmMinutes"] == pytest.approx(saved, abs=0.11)
         assert found["graph compilation"]["coldOnly"] and not found["training image pull"]["coldOnly"]
         assert all(t["source"] for t in step["terms"])
@@ -58,12 +59,29 @@ def test_the_image_pull_is_counted_once_its_size_is_given_and_grows_with_the_nod
 
 
 def test_without_the_platforms_endpoints_the_pull_goes_through_nat_slower_and_billed_by_the_gb():
-    (through_endpoint,) = steps("staging", 20).values()
-    (through_nat,) = steps("staging", 20, **EXISTING).values()
-    endpoint_pull, nat_pull = terms(through_endpoint)["training image pull"], terms(through_nat)["training image pull"]
-    assert "ECR interface endpoint" in endpoint_pull["source"] and "NAT gateway" in nat_pull["source"]
-    assert nat_pull["minutes"] > endpoint_pull["minutes"]
+    through_endpoint, through_nat = steps("staging", 20), steps("staging", 20, **EXISTING)
+    assert through_endpoint and through_endpoint.keys() == through_nat.keys()
+    for group, step in through_endpoint.items():
+        endpoint_pull, nat_pull = terms(step)["training image pull"], terms(through_nat[group])["training image pull"]
+        assert "ECR interface endpoint" in endpoint_pull["source"] and "NAT gateway" in nat_pull["source"]
+        assert nat_pull["minutes"] > endpoint_pull["minutes"]
     assert service_prices.NAT_GATEWAY_USD_PER_GB > service_prices.VPC_INTERFACE_ENDPOINT_USD_PER_GB
+
+
+def test_each_group_compiles_as_its_training_stack_does_and_the_native_compile_is_named_not_invented():
+    found = {step["group"].split("-")[1]: step for step in steps("staging", fixture=True, **TWO_GENERATIONS).values()}
+    xla, native = terms(found["trn1"])["graph compilation"], terms(found["trn2"])["graph compilation"]
+    assert TRN1_STACK.precompiles and not TRN2_STACK.precompiles
+    # PyTorch/XLA: neuron_parallel_compile ahead of the job, the tutorial's figure; a warm cache skips it.
+    assert xla["minutes"] == first_step.COMPILE_MINUTES and xla["coldOnly"]
+    assert TRN1_STACK.name in xla["source"] and "neuron_parallel_compile" in xla["source"]
+    # TorchNeuron: torch.compile at the first steps into the NEFF cache; no source gives a duration, so none is counted.
+    assert native["minutes"] is None and native["coldOnly"]
+    assert TRN2_STACK.name in native["source"] and 'torch.compile(backend="neuron")' in native["source"]
+    assert "TORCH_NEURONX_NEFF_CACHE_DIR" in native["source"] and "not counted" in native["source"]
+    assert "neuron_parallel_compile" not in native["source"]
+    saved = {name: step["coldMinutes"] - step["warmMinutes"] for name, step in found.items()}
+    assert saved["trn1"] - saved["trn2"] == pytest.approx(first_step.COMPILE_MINUTES, abs=0.11)  # the same dataset term
 
 
 def test_interface_endpoints_are_in_the_monthly_cost_and_the_s3_gateway_is_free():

@@ -21,6 +21,7 @@ from support import FIXTURE_STACKS, evaluate
 
 from jobs import launch
 from preflight import cli
+from trainium_eks import catalog, versions
 from trainium_eks.config import fields
 
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -32,11 +33,32 @@ VALUES = st.recursive(
     max_leaves=12,
 )
 KEY_NAMES = st.sampled_from(
-    [*yaml.safe_load(STAGING_FILE.read_text())["config"], "trainium-eks:natGateway", "trainium-eks:etcdMembers", "aws:region"]
+    [
+        *yaml.safe_load(STAGING_FILE.read_text())["config"],
+        "trainium-eks:natGateway",
+        "trainium-eks:etcdMembers",
+        "trainium-eks:nodeImageRelease",  # retired
+        "aws:region",
+    ]
 )
 NODE_GROUP_FIELDS = st.sampled_from(
-    ["name", "instanceType", "minSize", "desiredSize", "maxSize", "efa", "labels", "rootVolumeGiB", "capacityReservation"]
+    [
+        "name",
+        "instanceType",
+        "minSize",
+        "desiredSize",
+        "maxSize",
+        "efa",
+        "labels",
+        "rootVolumeGiB",
+        "capacityReservation",
+        "trainingStack",
+        "nodeImageRelease",
+    ]
 )
+# A group's value: anything, or a name of versions.py (a training stack, a release with or without a sourced driver)
+# or of the catalog, which may or may not suit the field and the group.
+GROUP_VALUES = VALUES | st.sampled_from([*versions.TRAINING_STACKS, *versions.NODE_IMAGE_RELEASES, *catalog.TRAINIUM_TYPES])
 
 
 @functools.cache
@@ -75,7 +97,7 @@ def assert_names_follow_the_rules(plan: dict) -> None:
 
 
 @FUZZ
-@given(key=KEY_NAMES, value=VALUES | st.just("DELETE"), field=NODE_GROUP_FIELDS, group_value=VALUES)
+@given(key=KEY_NAMES, value=VALUES | st.just("DELETE"), field=NODE_GROUP_FIELDS, group_value=GROUP_VALUES)
 def test_generated_stack_files(tmp_path_factory, capsys, key, value, field, group_value):
     document = yaml.safe_load(STAGING_FILE.read_text())
     config = document["config"]

@@ -3,151 +3,46 @@ from their outputs), and fixture stacks' where a test needs a kind of node group
 
 from __future__ import annotations
 
-import copy
-import functools
 import json
-import subprocess
-import sys
 
-import jsonschema
-import kubernetes_validate
 import pytest
-from support import STACKS, evaluate, one_group, run_preflight
+from job_outputs import (
+    NO_EFA,
+    TWO_EFA_NODES,
+    assert_the_group_job,
+    default_nodes,
+    launch_json,
+    outputs_file,
+    pod_templates,
+    run_module,
+    stack_outputs,
+)
+from support import STACKS, run_preflight
 
 from jobs import launch
-from preflight.stackfile import REPO_ROOT
+from jobs.components import BACKENDS
 from trainium_eks import catalog, layout
 from trainium_eks.contract import ContractError, PlatformContract
 
 pytestmark = pytest.mark.stacks
 
-# A fixture stack: one elastic group of two trn1.32xlarge (EFA), as the reference tutorial runs.
-TWO_EFA_NODES = one_group("trn1.32xlarge")
-# A fixture stack: one elastic group of trn1.2xlarge (no EFA).
-NO_EFA = one_group("trn1.2xlarge")
 
-
-@functools.cache
-def _cached_outputs(stack: str, overrides: str) -> str:
-    return json.dumps(evaluate(stack, **json.loads(overrides)).outputs)
-
-
-def _outputs(stack: str, **overrides) -> str:
-    return _cached_outputs(stack, json.dumps(overrides, sort_keys=True))
-
-
-def outputs_file(tmp_path, stack: str = "staging", edit=None, **overrides):
-    outputs = json.loads(_outputs(stack, **overrides))
-    if edit:
-        edit(outputs)
-    path = tmp_path / f"{stack}-outputs.json"
-    path.write_text(json.dumps(outputs))
-    return path, outputs
-
-
-def default_nodes(outputs: dict) -> int:
-    """The nodes a job takes when it does not say: 2, or fewer if the first group holds fewer (README "Launch")."""
-    group = outputs["trainiumNodeGroups"][0]
-    elastic = outputs["trainiumNodeGroupScaling"][group["name"]]["provisioning"] == "karpenter"
-    return min(2, int(group["maxSize"] if elastic else group["desiredSize"]))
-
-
-def launch_json(*args):
-    result = run_module("jobs.launch", *args)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def run_module(module, *args, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env
-    )
-
-
-ROLE_LABEL = "torchx.pytorch.org/role-name"
-# A Volcano Job's lifecycle policies as Volcano 1.15 admits them: the events its Job CRD lists
-# (config/crd/volcano/bases/batch.volcano.sh_jobs.yaml) and the actions its admission webhook lets a job name
-# (pkg/webhooks/admission/jobs/validate/util.go, policyActionMap), which also refuses an event twice in one list.
-VOLCANO_POLICIES_SCHEMA = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["event", "action"],
-        "properties": {
-            "event": {
-                "enum": [
-                    "*", "PodPending", "PodRunning", "PodFailed", "PodEvicted", "Unknown", "TaskCompleted", "OutOfSync",
-                    "CommandIssued", "JobUpdated", "TaskFailed",
-                ]
-            },
-            "action": {
-                "enum": [
-                    "AbortJob", "RestartJob", "RestartTask", "RestartPod", "RestartPartition", "TerminateJob", "CompleteJob",
-                    "ResumeJob",
-                ]
-            },
-        },
-    },
-}  # fmt: skip
-
-
-def assert_valid_policies(policies):
-    jsonschema.validate(policies, VOLCANO_POLICIES_SCHEMA)
-    assert len({policy["event"] for policy in policies}) == len(policies), policies
-
-
-def pod_templates(job):
-    return [task["template"] for task in job["spec"]["tasks"]]
-
-
-def assert_valid_pod(template):
-    pod = {"apiVersion": "v1", "kind": "Pod", **copy.deepcopy(template)}
-    kubernetes_validate.validate(pod, "1.35", strict=True)
-
-
-@pytest.mark.parametrize("precompile", [False, True], ids=["train", "precompile"])
-def test_dryrun_prints_the_volcano_job_the_stack_describes(tmp_path, precompile):
+def test_dryrun_prints_the_volcano_job_of_each_group_the_stack_describes(tmp_path):
+    """Each group's job, and its precompile where its backend precompiles; elsewhere --precompile is one line."""
     path, outputs = outputs_file(tmp_path)
-    job = launch_json("--outputs", str(path), "--dryrun", "--json", *(["--precompile"] if precompile else []))
-    (group,) = outputs["trainiumNodeGroups"]
-    spec = catalog.INSTANCE_TYPES[group["instanceType"]]
-
-    assert (job["apiVersion"], job["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
-    assert job["spec"]["queue"] == outputs["volcanoQueues"][0]["name"]
-    assert job["metadata"]["namespace"] == outputs["jobNamespace"]
-    nodes = default_nodes(outputs)
-    assert len(job["spec"]["tasks"]) == nodes
-    for template in pod_templates(job):
-        pod = template["spec"]
-        (container,) = pod["containers"]
-        command = container["command"]
-        assert (command[0] == "neuron_parallel_compile") is precompile
-        assert f"--rdzv_endpoint={outputs['etcdEndpoint']}" in command and "--rdzv_backend=etcd-v2" in command
-        assert f"--nproc_per_node={spec.neuron_cores}" in command and f"--nnodes={nodes}" in command
-        assert "--max-restarts=3" in command
-        assert ("--steps-this-run" in command) is precompile
-        limits, requests = container["resources"]["limits"], container["resources"]["requests"]
-        assert limits[layout.NEURON_DEVICE_RESOURCE] == str(spec.neuron_devices)
-        assert limits.get(layout.EFA_RESOURCE) == (str(spec.max_efa_interfaces) if spec.supports_efa else None)
-        # Volcano checks the queue's capability against requests: devices are requested, not only limited.
-        assert requests[layout.NEURON_DEVICE_RESOURCE] == limits[layout.NEURON_DEVICE_RESOURCE]
-        assert requests.get(layout.EFA_RESOURCE) == limits.get(layout.EFA_RESOURCE)
-        claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v]
-        assert claims == [outputs["fsxClaimName"]]
-        assert any(m["mountPath"] == outputs["fsxMountPath"] for m in container["volumeMounts"])
-        taint = outputs["nodeTaints"][0]
-        assert {"key": taint["key"], "operator": "Equal", "value": taint["value"], "effect": taint["effect"]} in pod[
-            "tolerations"
-        ]
-        assert pod["nodeSelector"]["trainium-eks/node-group"] == group["name"]
-        env = {e["name"]: e.get("value") for e in container["env"]}
-        efa = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"} if spec.supports_efa else {}
-        assert {key: env[key] for key in env if key.startswith("FI_")} == efa
-        assert env["XLA_DOWNCAST_BF16"] == "1" and env["NEURON_RT_RESET_CORES"] == "1" and env["CCOM_SOCKET_IFNAME"] == "eth0"
-        assert env["NEURON_CC_FLAGS"].startswith(f"--cache_dir={outputs['neuronCompileCachePath']}/")
-        assert container["image"].startswith(outputs["ecrRepositoryUrl"] + ":")
-        assert_valid_pod(template)
+    for group in outputs["trainiumNodeGroups"]:
+        elastic = outputs["trainiumNodeGroupScaling"][group["name"]]["provisioning"] == "karpenter"
+        nodes = min(2, int(group["maxSize"] if elastic else group["desiredSize"]))
+        chosen = ("--node-group", group["name"])
+        assert_the_group_job(launch_json("--outputs", str(path), *chosen, "--dryrun", "--json"), outputs, group, nodes)
+        software = outputs["trainiumNodeGroupSoftware"][group["name"]]
+        if BACKENDS[software["backend"]].precompiler:
+            job = launch_json("--outputs", str(path), *chosen, "--dryrun", "--json", "--precompile")
+            assert_the_group_job(job, outputs, group, nodes, precompile=True)
+        else:
+            refused = run_module("jobs.launch", "--outputs", str(path), *chosen, "--dryrun", "--precompile")
+            assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+            assert refused.stderr.startswith("error: --precompile: ") and "drop --precompile" in refused.stderr
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -191,7 +86,12 @@ def test_precompile_and_training_share_a_compile_cache_whatever_their_names(tmp_
     assert cache("--precompile", "--name", "nightly") == cache("--name", "run-7") == shared
     data = ("--data-dir", f"{outputs['datasetsPath']}/{launch.DATASET}", "--output-dir", "/data/checkpoints/x")
     assert cache("--", *data, "--batch-size", "16", "--grad-accum-steps", "32") == shared  # the same options, spelt out
-    for different in (("--no-bf16",), ("--nodes", "1"), ("--", *data, "--batch-size", "8"), ("--", *data, "--model", "tiny")):
+    for different in (
+        ("--no-bf16",),
+        ("--nodes", "1"),
+        ("--", *data, "--batch-size", "8"),
+        ("--", *data, "--model", "tiny"),
+    ):
         assert cache(*different) != shared, different
 
 
@@ -200,6 +100,7 @@ def test_the_launcher_prints_the_cache_and_what_it_is_derived_from(tmp_path):
     result = run_module("jobs.launch", "--outputs", str(path), "--dryrun", "--json")
     assert result.returncode == 0 and json.loads(result.stdout)  # stdout stays the job alone
     (line,) = result.stderr.splitlines()
+    assert "; termination grace period " in line
     assert line.startswith(f"compile cache {outputs['neuronCompileCachePath']}/bert-large-")
     instance_type = outputs["trainiumNodeGroups"][0]["instanceType"]
     world_size = default_nodes(outputs) * catalog.INSTANCE_TYPES[instance_type].neuron_cores
@@ -284,6 +185,11 @@ def test_unreadable_outputs_exit_2_with_one_line(tmp_path, module, content, word
         (lambda o: o.update(etcdEndpoint=None), "etcdEndpoint: input should be a valid string"),
         (lambda o: o.pop("etcdEndpoint"), "etcdEndpoint: missing"),
         (lambda o: o.update(contractVersion="2.0.0"), "publishes 2.0.0"),
+        (lambda o: o.pop("trainiumNodeGroupSoftware"), "trainiumNodeGroupSoftware: missing from contract"),
+        (
+            lambda o: o["trainiumNodeGroupSoftware"].pop(o["trainiumNodeGroups"][0]["name"]),
+            "trainiumNodeGroupSoftware: no entry for node group",
+        ),
         (lambda o: o.pop("contractVersion"), "not the outputs of a trainium-eks stack"),
     ],
 )
@@ -306,7 +212,7 @@ def test_submitting_needs_the_kubeconfig(tmp_path):
 
 
 def test_contract_version_rules():
-    outputs = json.loads(_outputs("staging"))
+    outputs = json.loads(stack_outputs("staging"))
     assert PlatformContract.from_outputs(outputs, requires="1.0.0").version == outputs["contractVersion"]
     with pytest.raises(ContractError, match="needs 1.9.0"):
         PlatformContract.from_outputs(outputs, requires="1.9.0")

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
+from job_outputs import outputs_file, run_module
 from support import FIXTURE_STACKS, cached_plan, evaluate, node_group_config, offering, run_preflight, settings, stack_copy
-from test_jobs import outputs_file, run_module
 from test_preflight_bad_input import MINIMAL_PLAN, one_line
 
 from preflight import analysis, check, stackfile
@@ -190,7 +190,7 @@ def test_a_reservation_two_groups_name_is_billed_once():
     once = cost.estimate(Graph.from_records(shared["resources"]), region)
     per_reservation = RESERVATION["instanceCount"] * catalog.INSTANCE_TYPES["trn1.32xlarge"].price(region)
     assert separate.hourly_usd - once.hourly_usd == pytest.approx(per_reservation)
-    assert any("billed with the group before" in line.description for line in once.lines)
+    assert any("paid for with the group before" in line.description for line in once.lines)
 
 
 # ---- one node count for the launcher and the first-step estimate -----------------------------------------------

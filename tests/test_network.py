@@ -73,7 +73,8 @@ class NothingOffered(PlatformMocks):
 
 def test_deploy_time_offering_check_fails_with_a_clear_message():
     config = platform("staging")
-    offered = f"{config.trainium_node_groups[0].instance_type} in {config.network.trainium_az_id}"
+    types = sorted({group.instance_type for group in config.trainium_node_groups})
+    offered = f"{', '.join(types)} in {config.network.trainium_az_id}"
     with pytest.raises(DeployTimeCheckError, match=re.escape(f"trainiumAzId: EC2 reports no offering of {offered}")):
         evaluate("staging", mocks_factory=NothingOffered)
 

@@ -7,9 +7,8 @@ import re
 import subprocess
 import tomllib
 
-import jobs
 from preflight.stackfile import REPO_ROOT
-from trainium_eks import sdk_internals
+from trainium_eks import sdk_internals, versions
 
 
 def tracked_python_files() -> list[str]:
@@ -53,8 +52,12 @@ def test_only_the_internals_module_imports_sdk_internals():
     assert importers == ["trainium_eks/sdk_internals.py"]
 
 
-def test_the_training_image_tag_is_written_once():
-    """jobs/__init__.py names the tag; the Dockerfile, the Makefile and the docs refer to it instead of copying it."""
-    tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.split()
-    copies = [name for name in tracked if jobs.TRAINING_IMAGE_TAG in (REPO_ROOT / name).read_text(errors="ignore")]
-    assert copies == ["jobs/__init__.py"]
+def test_every_training_image_tag_is_written_once():
+    """trainium_eks/versions.py names each training stack's tag; the Dockerfiles, the Makefile, the launcher and the
+    docs refer to it instead of copying it."""
+    listed = ["git", "ls-files", "--cached", "--others", "--exclude-standard"]
+    files = subprocess.run(listed, cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.split()
+    texts = {name: (REPO_ROOT / name).read_text(errors="ignore") for name in files if (REPO_ROOT / name).is_file()}
+    for stack in versions.TRAINING_STACKS.values():
+        copies = [name for name, text in texts.items() if stack.image_tag in text]
+        assert copies == ["trainium_eks/versions.py"], stack.name

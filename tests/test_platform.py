@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from support import STACKS, evaluate, platform, settings
 
-from trainium_eks import catalog, versions
+from trainium_eks import catalog, file_system, versions
 from trainium_eks.contract import CONTRACT_VERSION, KEYS, OPTIONAL_KEYS, PlatformContract
 
 # Contract 1.x: consumers may rely on every one of these keys. Removing or renaming one needs a major bump.
@@ -74,8 +75,9 @@ def test_the_readme_lists_the_contract_as_declared():
     undocumented = [key for key in KEYS if f"`{key}`" not in section]
     assert not undocumented, f"README's output contract misses {undocumented}"
     for key, introduced in KEYS.items():
-        if introduced != "1.0.0":
-            assert f"`{key}`" in section.split(f"({introduced}")[0], f"README does not say {key} came in {introduced}"
+        if introduced != "1.0.0":  # the first version named after the key's first mention is the one it came in
+            named = re.search(r"\((\d+\.\d+\.\d+)", section.split(f"`{key}`", 1)[1])
+            assert named and named.group(1) == introduced, f"README does not say {key} came in {introduced}"
 
 
 def test_kubeconfig_is_secret(stack_plan):
@@ -98,6 +100,59 @@ def test_node_group_entries_describe_the_hardware(stack_plan):
         assert entry["neuronDevicesPerNode"] == spec.neuron_devices
         assert entry["neuronCoresPerNode"] == spec.neuron_cores
         assert entry["efaInterfacesPerNode"] == spec.max_efa_interfaces
+
+
+def test_each_group_publishes_what_it_runs(stack_plan):
+    """Per group, its generation, its training stack's image in the stack's repository, backend and runtime, and the
+    node image release its nodes boot with that release's driver: as the stack's config chose them."""
+    software = stack_plan.outputs["trainiumNodeGroupSoftware"]
+    groups = platform(stack_plan.stack).trainium_node_groups
+    assert set(software) == {group.name for group in groups}
+    for group in groups:
+        stack, release = group.stack, group.release
+        assert software[group.name] == {
+            "generation": group.spec.generation,
+            "trainingStack": stack.name,
+            "trainingImage": f"{stack_plan.outputs['ecrRepositoryUrl']}:{stack.image_tag}",
+            "backend": stack.backend,
+            "neuronRuntime": stack.runtime.library,
+            "nodeImageRelease": group.node_image.release,
+            "neuronDriver": release.neuron_driver,
+        }
+        assert group.spec.generation in stack.generations and stack.runtime.runs_on(release.neuron_driver)
+    contract = PlatformContract.from_outputs(stack_plan.outputs)
+    for group in contract.node_groups:
+        assert contract.software(group).training_image == software[group.name]["trainingImage"]
+
+
+def test_the_file_systems_throughput_is_published_as_its_plan_provisions_it(stack_plan):
+    """fsxThroughputMBps, from which the launcher sizes a drain's grace period: the file system the plan creates, its
+    capacity in TiB times its throughput per TiB (fixed for scratch), and more capacity writes faster."""
+    (fsx,) = [r for r in stack_plan.resources if r.type == "aws:fsx/lustreFileSystem:LustreFileSystem"]
+    deployment, capacity, per_tib = (fsx.inputs.get(k) for k in ("deploymentType", "storageCapacity", "perUnitStorageThroughput"))
+    published = stack_plan.outputs["fsxThroughputMBps"]
+    assert published == pytest.approx(file_system.write_mb_s(deployment, capacity, per_tib))
+    assert file_system.write_mb_s(deployment, 2 * capacity, per_tib) == pytest.approx(2 * published)
+    assert PlatformContract.from_outputs(stack_plan.outputs).fsx_throughput_mbps == published
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor, _ = version.split(".")
+    return int(major), int(minor)
+
+
+def test_a_reader_of_the_previous_minor_reads_this_platform_and_this_reader_reads_the_previous(stack_plan):
+    """A 1.5.0 consumer ignores the per-group software; this one reads a 1.5.0 platform, whose groups all ran the one
+    PyTorch/XLA image."""
+    assert PlatformContract.from_outputs(stack_plan.outputs, requires="1.5.0").version == CONTRACT_VERSION
+    older = {key: value for key, value in stack_plan.outputs.items() if _minor(KEYS[key]) <= (1, 5)}
+    older["contractVersion"] = "1.5.0"
+    contract = PlatformContract.from_outputs(older, requires="1.5.0")
+    xla = versions.TRAINING_STACKS["pytorch-xla-2.30"]
+    for group in contract.node_groups:
+        software = contract.software(group)
+        assert (software.training_image, software.backend) == (f"{contract.ecr_repository_url}:{xla.image_tag}", "xla")
+        assert software.node_image_release is None  # a 1.5.0 platform did not say
 
 
 def test_every_dependency_and_provider_resolves(stack_plan):

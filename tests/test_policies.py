@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cleanup_mutations import CLEANUP_CASES, SPARED_CLEANUP
 from deploy_path_mutations import ACCESS_PATH_CASES, DEPLOY_PATH_CASES
 from elastic_mutations import ELASTIC_CASES, SPARED_ELASTIC
 from first_step_mutations import FIRST_STEP_CASES, SPARED_FIRST_STEP
+from generation_mutations import GENERATION_CASES
 from limits_mutations import LIMITS_CASES
 from mutation_case import Case, plan_of, resource, trainium_node_group
 from policy_mutations import MANAGED_GROUP_AND_PLATFORM_CASES, SPARED_MANAGED
@@ -52,8 +54,10 @@ MUTATIONS = merged(
     UPGRADE_CASES,
     FIRST_STEP_CASES,
     LIMITS_CASES,
+    GENERATION_CASES,
+    CLEANUP_CASES,
 )
-SPARED = merged(SPARED_MANAGED, SPARED_ELASTIC, SPARED_FIRST_STEP)
+SPARED = merged(SPARED_MANAGED, SPARED_ELASTIC, SPARED_FIRST_STEP, SPARED_CLEANUP)
 
 
 def fixture_policy_config(stack: str) -> dict:

@@ -14,12 +14,25 @@ from support import FIXTURE_STACKS, run_preflight
 
 from preflight import stackfile
 from preflight.stackfile import REPO_ROOT
+from trainium_eks import versions
 
 BILLION_LAUGHS = "\n".join(
     ['a0: &a0 "lol"']
     + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
     + ["config:", "  trainium-eks:owner: *a9"]
 ).encode()
+# A release without a sourced driver; the native stack's release, whose driver the fixture's trn1 group's runtime does not
+# initialise on; a trn2 group, which the fixture staging's region does not sell.
+UNSOURCED = next(tag for tag, release in versions.NODE_IMAGE_RELEASES.items() if release.neuron_driver is None)
+NATIVE_RELEASE = versions.training_stack_of("trn2").default_node_image_release
+TRN2_GROUP = {"name": "trn2-48xl", "instanceType": "trn2.48xlarge", "provisioning": "karpenter", "maxSize": 2}
+
+
+def group(config: dict) -> dict:
+    """The fixture staging's one Trainium group."""
+    return config["trainium-eks:trainiumNodeGroups"][0]
+
+
 # A plan of the shape `plan --json` prints, with the one resource every plan has.
 STACK_URN = "urn:pulumi:staging::trainium-eks::pulumi:pulumi:Stack::trainium-eks-staging"
 MINIMAL_PLAN = {
@@ -297,9 +310,22 @@ def test_usage_errors(args):
         (lambda c: c.update({"trainium-eks:natGatways": "single"}), "unknown key"),
         (lambda c: c["trainium-eks:trainiumNodeGroups"][0].update(desiredSize="two"), "expected an integer"),
         (lambda c: c["trainium-eks:trainiumNodeGroups"][0].update(desiredSize=9), "on an elastic (karpenter) group"),
-        (lambda c: c.update({"trainium-eks:nodeImageRelease": "latest"}), "floats"),
+        (lambda c: group(c).update(nodeImageRelease="latest"), "[0].nodeImageRelease: 'latest' floats"),
+        (lambda c: group(c).update(nodeImageRelease=UNSOURCED), "no source states"),
+        (lambda c: group(c).update(nodeImageRelease=NATIVE_RELEASE), "does not initialise"),
+        (lambda c: c["trainium-eks:trainiumNodeGroups"].append(TRN2_GROUP), "[1].instanceType: trn2.48xlarge is not offered"),
+        (lambda c: c.update({"trainium-eks:nodeImageRelease": "v20260625"}), "nodeImageRelease: moved to each Trainium node"),
     ],
-    ids=["typo", "wrong-type", "size-on-a-pool", "latest-image"],
+    ids=[
+        "typo",
+        "wrong-type",
+        "size-on-a-pool",
+        "latest-image",
+        "unsourced-driver",
+        "driver-too-new",
+        "trn2-not-sold",
+        "retired-key",
+    ],
 )
 def test_cli_exits_2_with_one_line_and_no_traceback(tmp_path, edit, words):
     document = yaml.safe_load((FIXTURE_STACKS / "Pulumi.staging.yaml").read_text())  # an elastic group, as the cases know

@@ -1,6 +1,6 @@
-"""`python -m jobs.rehearsal` and `python -m jobs.local_etcd`: what they refuse, how they judge a run, that a kill
-comes at the step asked and its report names the steps trained again, and that their etcd is the platform's. The
-longer training runs are in test_distributed_training.py."""
+"""`python -m jobs.rehearsal` and `python -m jobs.local_etcd`: what they refuse, how they judge a run (a kill, a drain),
+that a kill comes at the step asked and its report names the steps trained again, and that their etcd is the
+platform's. The longer training runs (and the drain's) are in test_distributed_training.py."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from support import STACKS, cached_plan, evaluate, one, one_group
 
 from jobs.local_agents import TINY_CPU_TRAINING
 from jobs.local_etcd import LocalEtcd
-from jobs.rehearsal import RehearsalRequest, outcome, progress
+from jobs.rehearsal_report import DrainEvent, RehearsalRequest, outcome, progress
 from preflight.stackfile import REPO_ROOT
 from trainium_eks.contract import PlatformContract
 
@@ -44,6 +44,7 @@ def run_module(module: str, *args: str, timeout: float = 120) -> subprocess.Comp
 def test_help_says_how_to_run_it(module):
     result = run_module(module, "--help")
     assert result.returncode == 0 and f"python -m {module}" in result.stdout and "--outputs" in result.stdout
+    assert module != "jobs.rehearsal" or ("--drain-at" in result.stdout and "--workload" in result.stdout)
 
 
 def elastic_group() -> dict:
@@ -54,6 +55,8 @@ def elastic_group() -> dict:
 BAD_OPTIONS = {
     "kill-before-checkpoint": lambda g: (["--kill-at", str(INTERVAL - 2)], f"the first checkpoint is written at step {INTERVAL}"),
     "kill-at-end": lambda g: (["--kill-at", "40"], "--kill-at 40: the run ends at step 40"),
+    "drain-at-end": lambda g: (["--drain-at", "40"], "--drain-at 40: the run ends at step 40"),
+    "kill-and-drain": lambda g: (["--kill-at", "12", "--drain-at", "14"], "--kill-at and --drain-at: give one"),
     "no-steps": lambda g: (["--steps", "0"], "--steps 0: input should be greater than 0"),
     "etcd-members": lambda g: (["--etcd-members", "2"], "--etcd-members 2"),
     "nodes": lambda g: (
@@ -61,6 +64,7 @@ BAD_OPTIONS = {
         f"--nodes {int(g['maxSize']) + 1}: elastic node group {g['name']} grows to {int(g['maxSize'])} nodes",
     ),
     "node-group": lambda g: (["--node-group", "gpu"], "--node-group gpu: no such node group"),
+    "torchtitan-on-trn1": lambda g: (["--workload", "torchtitan"], "TorchNeuron, which trains Trn2 and Trn3 only"),
     "workers": lambda g: (
         ["--workers-per-node", str(int(g["neuronCoresPerNode"]) + 1)],
         f"has {int(g['neuronCoresPerNode'])} NeuronCores",
@@ -127,6 +131,33 @@ def test_the_progress_shows_the_kill_and_the_resume_where_they_happen():
     assert lines[kill + 1] == "step 11/20 loss 4.880 (resumed from checkpoint-10)"
     assert sum(line.startswith("killing") for line in lines) == 1  # step 12 trained again kills nothing
     assert list(progress(run, 12, request)) == lines[kill + 1 :]  # a later poll prints only the records after the 12th
+
+
+def drain(after_step: int, sent_at: float, killed: bool = False) -> DrainEvent:
+    return DrainEvent(sent_at=sent_at, after_step=after_step, grace_seconds=30, exit_seconds=4.0, killed=killed)
+
+
+@pytest.mark.parametrize(
+    ("steps", "resumed_from", "event", "problem"),
+    [
+        ([*range(1, 14), *range(14, 21)], [0] * 13 + [13] * 7, drain(12, 111.5), None),
+        ([*range(1, 14), *range(11, 21)], [0] * 13 + [10] * 10, drain(12, 111.5), "3 steps lost"),
+        ([*range(1, 14), *range(14, 21)], [0] * 13 + [13] * 7, drain(12, 111.5, killed=True), "outlived the 30 s grace"),
+        ([*range(1, 21)], [0] * 20, drain(12, 111.5), "training never restarted after the SIGTERM after step 12"),
+        ([*range(1, 21)], [0] * 20, None, "the agents ended before step 12, so no drain was rehearsed"),
+    ],
+    ids=["nothing-lost", "steps-lost", "killed-after-grace", "never-restarted", "never-drained"],
+)
+def test_a_drain_passes_only_when_the_resumed_job_loses_no_step(steps, resumed_from, event, problem):
+    request = RehearsalRequest(steps=20, drain_at=12)
+    result = outcome(request, records(steps, resumed_from), [0, 0], 95.0, SAVED, event)
+    if problem is not None:
+        assert problem in result.problem and result.summary().endswith(f"FAILED: {result.problem}")
+    else:
+        assert result.problem is None
+        assert (result.drained_at_step, result.resumed_from, result.steps_lost) == (13, 13, 0)
+        assert result.drain_to_step_seconds == pytest.approx(113.0 - 111.5)  # SIGTERM to the first step after it
+        assert "0 steps lost" in result.summary() and result.summary().endswith("PASSED")
 
 
 def test_kill_at_kills_at_that_step_and_reports_the_steps_trained_again(tmp_path):

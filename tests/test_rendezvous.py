@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import STACKS, evaluate, one, settings
+from support import STACKS, by_urn, evaluate, one, settings
 
 from jobs.local_etcd import LocalEtcd
 from trainium_eks import config, layout, versions
@@ -149,3 +149,24 @@ def test_the_planned_topology_forms_a_cluster_whose_clients_learn_every_member(s
         assert cluster.client(cluster.members[-1]).read("/trainium-eks/probe", quorum=True).value == "ok"
     finally:
         cluster.stop()
+
+
+def test_the_members_claims_go_with_the_stateful_set_while_the_volume_driver_still_runs(stack_plan):
+    statefulset, _, _ = etcd_parts(stack_plan)
+    assert statefulset.inputs["spec"]["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Delete",  # no EBS volume outlives the stack
+        "whenScaled": "Retain",  # a member that comes back finds its data
+    }
+    ebs_csi = one([a for a in stack_plan.find("aws:eks/addon:Addon") if a.inputs["addonName"] == versions.EBS_CSI_ADDON])
+    assert ebs_csi in depends_on_transitively(stack_plan, statefulset)  # so the destroy deletes the StatefulSet first
+
+
+def depends_on_transitively(plan, resource):
+    records = by_urn(plan)
+    seen, pending = set(), list(resource.dependencies)
+    while pending:
+        urn = pending.pop()
+        if urn not in seen:
+            seen.add(urn)
+            pending.extend(records[urn].dependencies)
+    return [records[urn] for urn in seen]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 import yaml
+from job_outputs import TWO_GENERATIONS
 from support import evaluate, node_group_config, offering, one
 
-from trainium_eks import catalog, layout, versions
+from trainium_eks import catalog, layout, tokens, versions
+from trainium_eks.contract import PlatformContract
 
 pytestmark = pytest.mark.stacks
 
@@ -111,3 +114,41 @@ def test_volcano_creates_a_waiting_jobs_pods_so_karpenter_sees_them_and_still_ga
     assert "gang" in plugins[0]  # first tier: its JobReady decides whether allocate commits
     assert "proportion" in sum(plugins, [])  # the queues' capability
     assert "overcommit" not in sum(plugins, [])  # votes only in enqueue
+
+
+def test_queues_and_team_quotas_count_both_generations_at_their_advertised_neuroncores():
+    """A stack of a trn1 and a trn2 group: the platform's queue and each team's queue and quota add both generations'
+    devices, EFA interfaces and NeuronCores, trn2's at the cores its nodes advertise under its default LNC (64 of its
+    128 physical cores at LNC=2), never the physical count."""
+    teams = [
+        {"name": "alpha", "neuronShare": 0.5, "principalArns": ["arn:aws:iam::111122223333:role/alpha"]},
+        {"name": "beta", "neuronShare": 0.25, "principalArns": ["arn:aws:iam::111122223333:role/beta"]},
+    ]
+    queues = [{"name": "trainium", "weight": 1, "neuronShare": 0.25}]
+    plan = evaluate("staging", **{**TWO_GENERATIONS, "teams": teams, "volcanoQueues": queues})
+    groups = [(catalog.INSTANCE_TYPES[g["instanceType"]], g["maxSize"]) for g in TWO_GENERATIONS["trainiumNodeGroups"]]
+    assert {spec.generation for spec, _ in groups} == {"trn1", "trn2"}
+    advertised = {
+        layout.NEURON_DEVICE_RESOURCE: sum(nodes * spec.neuron_devices for spec, nodes in groups),
+        layout.NEURON_CORE_RESOURCE: sum(
+            nodes * spec.neuron_cores_at(catalog.GENERATIONS[spec.generation].default_lnc) for spec, nodes in groups
+        ),
+        layout.EFA_RESOURCE: sum(nodes * spec.max_efa_interfaces for spec, nodes in groups),
+    }
+    physical = sum(nodes * spec.physical_neuron_cores for spec, nodes in groups)
+    assert advertised[layout.NEURON_CORE_RESOURCE] < physical  # trn2's LNC=2 halves its count
+    assert provisioned_from_graph(plan) == advertised
+
+    def share(fraction: float) -> dict:
+        return {resource: math.floor(amount * fraction) for resource, amount in advertised.items()}
+
+    capabilities = {q.inputs["metadata"]["name"]: q.inputs["spec"]["capability"] for q in plan.find(QUEUE)}
+    assert capabilities["trainium"] == share(0.25)
+    contract = PlatformContract.from_outputs(json.loads(json.dumps(plan.outputs)))
+    assert dict(contract.volcano_queues[0].capability) == share(0.25)
+    for team in teams:
+        published = contract.team(team["name"])
+        assert dict(published.quota) == capabilities[published.queue] == share(team["neuronShare"])
+        quotas = plan.find(tokens.K8S_RESOURCE_QUOTA)
+        (quota,) = [r.inputs for r in quotas if r.inputs["metadata"]["namespace"] == published.namespace]
+        assert quota["spec"]["hard"] == {f"requests.{resource}": str(amount) for resource, amount in published.quota.items()}

@@ -12,8 +12,8 @@ import json
 
 import pytest
 from admission_review import NAMESPACE_NAME_LABEL, selects
+from job_outputs import run_module
 from support import PROJECT, evaluate, one, one_group, run_preflight, settings, stack_copy
-from test_jobs import run_module
 from test_preflight_bad_input import one_line
 
 from jobs import launch

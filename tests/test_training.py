@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import socket
 
+import dockerfiles
 import pytest
 import torch
 from transformers import BertForPreTraining
@@ -13,6 +15,7 @@ from transformers import BertForPreTraining
 from training import allreduce_check, checkpoint, pretrain_bert
 from training.data import IGNORED_LABEL, ShardDataset, model_inputs, write_synthetic_shard
 from training.options import BERT_TINY
+from trainium_eks import versions
 
 VOCAB = BERT_TINY["vocab_size"]
 
@@ -152,14 +155,54 @@ def test_metrics_lines_are_json(shards, tmp_path):
     assert [r["step"] for r in records] == [1, 2]
 
 
-def test_training_image_is_pinned():
-    from preflight.stackfile import REPO_ROOT
+# The Ubuntu packages training/Dockerfile.native installs from the Ubuntu 26.04 archive, which serves them with its
+# security updates: no source states their versions (the Dockerfile says so). Any other package must be pinned.
+UBUNTU_ARCHIVE_PACKAGES = {
+    "ca-certificates": "the HTTPS downloads",
+    "curl": "the Neuron key and the EFA installer",
+    "gnupg": "checking the Neuron repository's and the EFA installer's signatures",
+    "python3": "the training scripts",
+    "python3-venv": "the virtual environment pip installs into",
+    "git": "cloning TorchTitan Neuron, as its setup guide does",
+    "openssh-client": "mpirun's connections from nccom-test's launcher (acceptance efa-bandwidth)",
+    "openssh-server": "the sshd of nccom-test's nodes (acceptance efa-bandwidth)",
+}
+# What the native image installs from TorchTitan Neuron's source tree, which it fetches: the fork's own requirements
+# file and the fork, under requirements-native.txt as constraints (no tag of its release is published; the Dockerfile
+# records the commit it built).
+FETCHED_SOURCE_REQUIREMENTS = {"-r requirements.txt", "-e ."}
+# A tag naming one build: a full version (2.9.0-...-sdk2.30.0) or a dated build (resolute-20260811.1), never a tag
+# that moves with the next build (latest, 26.04, resolute).
+ONE_BUILD_TAG = re.compile(r"\d+\.\d+\.\d+|\d{8}")
+REQUIREMENT_PIN = re.compile(r"[A-Za-z0-9._-]+==[0-9][0-9A-Za-z.*+!-]*")
+TRAINING_DOCKERFILES = sorted({stack.dockerfile for stack in versions.TRAINING_STACKS.values()})
 
-    dockerfile = (REPO_ROOT / "training" / "Dockerfile").read_text()
-    froms = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("FROM ")]
-    bases = [f for f in froms if f != "base"]  # later stages build on the first
-    assert bases and all(":" in b.rsplit("/", 1)[-1] and not b.endswith(":latest") for b in bases)
-    requirements = [line.split("#")[0].strip() for line in (REPO_ROOT / "training" / "requirements.txt").read_text().splitlines()]
-    pins = [r for r in requirements if r]
-    assert pins and all("==" in r for r in pins)
-    assert any(r.startswith("python-etcd==") for r in pins)
+
+@pytest.mark.parametrize("dockerfile", TRAINING_DOCKERFILES)
+def test_training_image_is_pinned(dockerfile):
+    bases = dockerfiles.base_images(dockerfile)
+    assert bases
+    for base in bases:
+        tag = base.rsplit("/", 1)[-1].partition(":")[2]
+        assert ONE_BUILD_TAG.search(tag), base
+    for package in dockerfiles.apt_packages(dockerfile):
+        assert "=" in package or package in UBUNTU_ARCHIVE_PACKAGES, package
+    requirements = dockerfiles.pip_requirements(dockerfile)
+    assert requirements and all(REQUIREMENT_PIN.fullmatch(r) or r in FETCHED_SOURCE_REQUIREMENTS for r in requirements), (
+        requirements
+    )
+    assert any(r.startswith("python-etcd==") for r in requirements)
+    downloads = [word for words in dockerfiles.commands(dockerfile) for word in words if "://" in word]
+    assert not [url for url in downloads if "latest" in url]  # a download names its version
+
+
+@pytest.mark.parametrize("stack", versions.TRAINING_STACKS.values(), ids=lambda stack: stack.name)
+def test_each_image_ships_the_neuron_runtime_its_stack_records(stack):
+    """The driver checks trust trainium_eks/versions.py's runtime of a stack: its image must ship that runtime, from
+    its base image's Neuron SDK or from a pinned aws-neuronx-runtime-lib."""
+    packages = dockerfiles.apt_packages(stack.dockerfile)
+    pinned = [p.partition("=")[2].rstrip("*").split(".") for p in packages if p.startswith("aws-neuronx-runtime-lib=")]
+    library = stack.runtime.library.split(".")
+    assert all(version[: len(library)] == library for version in pinned), pinned
+    from_base = any(f"sdk{stack.runtime.sdk}-" in base for base in dockerfiles.base_images(stack.dockerfile))
+    assert pinned or from_base

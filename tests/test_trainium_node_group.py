@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 
 import pytest
-from support import STACKS, by_urn, evaluate, node_group_config, offering, one, settings
+from support import STACKS, by_urn, evaluate, node_group_config, offering, one, settings, sold_as
 
 from trainium_eks import catalog, layout, versions
 
@@ -30,7 +30,7 @@ def with_groups(instance_type: str, *groups: dict, **overrides):
 
 
 def plan_with(instance_type: str, **extra):
-    return with_groups(instance_type, node_group_config("trn", instance_type, **extra))
+    return with_groups(instance_type, node_group_config("trn", instance_type, **{**sold_as(instance_type), **extra}))
 
 
 def trainium_parts(plan):
@@ -111,18 +111,29 @@ def test_node_group_lives_in_the_single_trainium_subnet(stack):
         assert ng.property_dependencies["subnetIds"] == [trainium_subnet.urn]
 
 
-def test_node_group_runs_the_pinned_neuron_ami_with_the_neuron_taint_and_platform_labels():
-    plan = plan_with("trn1.32xlarge")
+def release_version(release: versions.NodeImageRelease) -> str:
+    """A managed group's releaseVersion for ``release`` at the stack's Kubernetes version: EKS's AL2023 release versions
+    are <kubelet>-<release date> (EKS User Guide, "Amazon EKS optimized Amazon Linux AMI versions")."""
+    kubernetes = settings(FIXTURE_STACK).config["trainium-eks:kubernetesVersion"]
+    return f"{release.kubelet_versions[kubernetes]}-{release.tag.removeprefix('v')}"
+
+
+# One EFA type of each generation.
+ONE_PER_GENERATION = list({catalog.INSTANCE_TYPES[t].generation: t for t in EFA_TYPES}.values())
+
+
+@pytest.mark.parametrize("instance_type", ONE_PER_GENERATION)
+def test_node_group_runs_its_generations_pinned_neuron_ami_with_the_neuron_taint_and_platform_labels(instance_type):
+    plan = plan_with(instance_type)
     _, ng = trainium_parts(plan)
     assert ng.inputs["amiType"] == "AL2023_x86_64_NEURON"
-    release = versions.NODE_IMAGE_RELEASES[settings(FIXTURE_STACK).config["trainium-eks:nodeImageRelease"]]
-    kubernetes = settings(FIXTURE_STACK).config["trainium-eks:kubernetesVersion"]
-    # EKS's AL2023 release versions are <kubelet>-<release date> (EKS User Guide, AMI versions)
-    assert ng.inputs["releaseVersion"] == f"{release.kubelet_versions[kubernetes]}-{release.tag.removeprefix('v')}"
+    stack = versions.training_stack_of(catalog.INSTANCE_TYPES[instance_type].generation)
+    assert ng.inputs["releaseVersion"] == release_version(versions.NODE_IMAGE_RELEASES[stack.default_node_image_release])
     assert ng.inputs["taints"] == [{"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": "NO_SCHEDULE"}]
     assert ng.inputs["labels"][layout.NODE_ROLE_LABEL] == layout.TRAINIUM_NODE_ROLE
     assert ng.inputs["labels"][layout.NODE_GROUP_LABEL] == "trn"
-    assert ng.inputs["instanceTypes"] == ["trn1.32xlarge"]
+    assert ng.inputs["labels"][layout.TRAINING_STACK_LABEL] == stack.name
+    assert ng.inputs["instanceTypes"] == [instance_type]
 
 
 def test_scaling_comes_from_the_stack_config():

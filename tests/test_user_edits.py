@@ -30,6 +30,13 @@ def first_group(config: dict) -> dict:
     return config[f"{NS}trainiumNodeGroups"][0]
 
 
+def sold_to(group: dict, region: str, az_id: str) -> bool:
+    """Whether the catalog sells the group's type in ``az_id`` of ``region`` the way the group buys it (a group with a
+    Capacity Block may run where blocks sell the type)."""
+    block = (group.get("capacityReservation") or {}).get("type") == "capacity-block"
+    return catalog.INSTANCE_TYPES[group["instanceType"]].offered_in(region, az_id, capacity_block=block)
+
+
 def with_account(value):
     """``value`` with every ARN's account ID replaced by the user's own."""
     if isinstance(value, str):
@@ -42,14 +49,33 @@ def with_account(value):
 
 
 def move_region(config: dict) -> None:
-    """Another region that offers the stack's Trainium type, in the AZ ID the catalog lists for it there."""
-    region = config["aws:region"]
-    offered = catalog.INSTANCE_TYPES[first_group(config)["instanceType"]].az_ids
-    other = next(r for r in offered if r != region)
-    config["aws:region"], config[f"{NS}trainiumAzId"] = other, offered[other][0]
+    """Another region that sells every Trainium group of the stack, in the first AZ ID where it sells them all (a
+    group's reservation moves with it: a user buys one there)."""
+    region, groups = config["aws:region"], config[f"{NS}trainiumNodeGroups"]
+    other, az_id = next(
+        (r, az_id)
+        for r, az_ids in catalog.REGIONS.items()
+        if r != region
+        for az_id in az_ids
+        if all(sold_to(g, r, az_id) for g in groups)
+    )
+    config["aws:region"], config[f"{NS}trainiumAzId"] = other, az_id
+    for group in groups:
+        if group.get("capacityReservation"):
+            group["capacityReservation"]["azId"] = az_id
     for key, value in config.items():  # the region in the stack's ARNs follows the stack
         if isinstance(value, str) and value.startswith("arn:"):
             config[key] = value.replace(f":{region}:", f":{other}:")
+
+
+def own_reservations(config: dict) -> None:
+    """The user's own reservations in place of the shipped examples: another ID, and a block's price as bought."""
+    for index, group in enumerate(config[f"{NS}trainiumNodeGroups"]):
+        reservation = group.get("capacityReservation")
+        if reservation:
+            reservation["id"] = f"cr-0{index:016x}"
+            if "hourlyUsd" in reservation:
+                reservation["hourlyUsd"] = round(reservation["hourlyUsd"] * 1.25, 2)
 
 
 def change_trainium_type(config: dict) -> None:
@@ -77,9 +103,11 @@ def edit_staging(config: dict, policy_config: dict) -> None:
     group = first_group(config)
     grown = 4 / group["maxSize"]
     group["maxSize"] = 4  # README "Scaling"
+    own_reservations(config)
     # The stack's own limits in its policy config follow, as the user raises them with the stack (README "Scaling"):
-    # nodes as many as the pool's maxSize, and a budget grown by the same factor (fixed costs do not grow).
-    policy_config.setdefault("trainium-node-limit", {})["maxTrainiumNodes"] = 4
+    # nodes as many as the groups' maxSize together, and a budget grown by the pool's factor (fixed costs do not grow).
+    nodes = sum(g["maxSize"] for g in config[f"{NS}trainiumNodeGroups"])
+    policy_config.setdefault("trainium-node-limit", {})["maxTrainiumNodes"] = nodes
     budget = policy_config.get("monthly-cost-budget", {})
     if "maxMonthlyUsd" in budget:
         budget["maxMonthlyUsd"] *= grown

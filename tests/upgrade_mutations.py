@@ -1,5 +1,5 @@
 """The mutation cases of upgrades: node groups without a stated Kubernetes version, newer than the control plane or
-on another version's build, and node image releases whose Neuron driver the training image's runtime cannot use.
+on another version's build, and node image releases whose Neuron driver the group's training stack cannot use.
 
 ``tests/test_policies.py`` merges them with the other tables.
 """
@@ -7,13 +7,15 @@ on another version's build, and node image releases whose Neuron driver the trai
 from __future__ import annotations
 
 from elastic_mutations import edit_class
+from generation_mutations import TRN1_STACK, refused_by
 from mutation_case import Case, edit, edit_node_group
 
 from trainium_eks.trainium_groups import NODE_CLASS, NODE_GROUP
 
-# The newest release the platform records ships Neuron driver 2.29, which the training image's runtime 2.32 does not
-# initialise on (trainium_eks/versions.py); the other is a release the platform has no record of.
-DRIVER_TOO_NEW = "20260714"
+# The fixture stacks' groups are trn1 ones, on PyTorch/XLA: a recorded release whose driver its runtime does not
+# initialise on (trainium_eks/versions.py), and a release the platform has no record of.
+TOO_NEW = refused_by(TRN1_STACK)
+DRIVER_TOO_NEW = TOO_NEW.tag.removeprefix("v")
 UNRECORDED = "20250101"
 
 UPGRADE_CASES: dict[str, list[Case]] = {
@@ -22,7 +24,7 @@ UPGRADE_CASES: dict[str, list[Case]] = {
             "driver-too-new",
             "prod",
             edit_node_group("releaseVersion", to=f"1.35.6-{DRIVER_TOO_NEW}"),
-            ("2.29.0.0", "2.32.31.0"),
+            (TOO_NEW.neuron_driver, TRN1_STACK.runtime.library),
             NODE_GROUP,
             1,
         ),
@@ -38,7 +40,7 @@ UPGRADE_CASES: dict[str, list[Case]] = {
             "pool-driver-too-new",
             "staging",
             edit_class("amiSelectorTerms", 0, "alias", to=f"al2023@v{DRIVER_TOO_NEW}"),
-            ("2.29.0.0",),
+            (TOO_NEW.neuron_driver,),
             NODE_CLASS,
             1,
         ),

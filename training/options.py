@@ -91,7 +91,12 @@ OPTIONS = (
     Option("--output-dir", "checkpoints and metrics of this job", Path, required=True),
     Option("--tensorboard-dir", "TensorBoard event files (default: <output-dir>/tensorboard)", Path),
     Option("--model", "model size", default="large", choices=tuple(CONFIGS)),
-    Option("--device", "where to compute", default="auto", choices=("auto", "xla", "cpu")),
+    Option(
+        "--device",
+        "where to compute: auto takes what the image provides (torch-xla: xla; TorchNeuron: neuron; else cpu)",
+        default="auto",
+        choices=("auto", "xla", "neuron", "cpu"),  # training/backend.py's BACKENDS
+    ),
     Option("--batch-size", "sequences per worker per micro-batch", whole_number(1), 16),
     Option("--grad-accum-steps", "micro-batches per optimizer step", whole_number(1), 32),
     Option("--max-steps", "optimizer steps of the whole run", whole_number(1), 28125),
@@ -110,7 +115,7 @@ OPTIONS = (
     ),
 )
 DEFAULTS: Mapping[str, Any] = {option.dest: option.default for option in OPTIONS}
-DESCRIPTION = "BERT pretraining, data parallel over torch-xla on Trainium (or gloo on CPUs)."
+DESCRIPTION = "BERT pretraining, data parallel on Trainium (PyTorch/XLA or TorchNeuron) or on CPUs (gloo)."
 
 
 def _add(parser: argparse.ArgumentParser, option: Option, given_only: bool) -> None:

@@ -1,11 +1,14 @@
-"""BERT pretraining, data parallel over torch-xla on Trainium (or gloo on CPUs).
+"""BERT pretraining, data parallel, on whatever the image provides: PyTorch/XLA on trn1, TorchNeuron (the ``neuron``
+device) on trn2, or CPUs with gloo (``training/backend.py`` holds what differs; one training loop for all).
 
 Launched by TorchX (``python -m jobs.launch``) as ``torchrun ... -m training.pretrain_bert``: one process per
 NeuronCore, rendezvous through etcd. The model is Hugging Face's ``BertForPreTraining`` (``training/model.py``).
 Each optimizer step accumulates gradients over ``--grad-accum-steps`` micro-batches; rank 0 logs throughput and
 loss, writes TensorBoard events and checkpoints to the shared volume. Restarted workers (torchrun after a
 failure, or Volcano restarting the job) resume from the newest checkpoint: the same weights, optimizer and
-schedule, and the data stream from where that checkpoint left it. ``--device cpu --model tiny`` runs anywhere.
+schedule, and the data stream from where that checkpoint left it. On SIGTERM (a drained node) every worker stops
+after the same step and rank 0 checkpoints it, so the resumed job loses no step (``training/drain.py``).
+``--device cpu --model tiny`` runs anywhere.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import math
 import os
 import signal
+import sys
 import time
 from contextlib import nullcontext
 
@@ -24,28 +28,15 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
+from training import backend as backends
 from training import checkpoint, options
 from training import model as bert
 from training.data import ShardDataset
-
-try:  # present in the Neuron training image, absent on CPUs
-    import torch_xla
-    import torch_xla.core.xla_model as xm
-    import torch_xla.distributed.xla_backend  # noqa: F401  registers the "xla" process-group backend
-except ImportError:
-    torch_xla = xm = None
+from training.drain import Drain
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return options.parser().parse_args(argv)
-
-
-def select_device(choice: str) -> torch.device:
-    if choice == "xla" or (choice == "auto" and xm is not None):
-        if xm is None:
-            raise SystemExit("--device xla needs torch-xla (the Neuron training image); use --device cpu elsewhere")
-        return torch_xla.device()  # torch-xla 2.8+ (xm.xla_device() is deprecated)
-    return torch.device("cpu")
 
 
 def learning_rate(step: int, warmup: int, total: int) -> float:
@@ -55,15 +46,12 @@ def learning_rate(step: int, warmup: int, total: int) -> float:
     return max(0.0, (total - step) / max(1, total - warmup))
 
 
-def fail_here(rank: int, world: int, distributed: bool, on_xla: bool) -> None:
+def fail_here(rank: int, world: int, distributed: bool, backend: backends.Backend) -> None:
     """``--fail-at-step``: the last worker dies by SIGKILL, as an OOM kill would, once every worker has trained the
     step (so rank 0 has logged it and written its checkpoint, if the step has one): what a rehearsal retrains is
     then exactly the steps since that checkpoint."""
     if distributed:
-        if on_xla:
-            xm.rendezvous("fail-at-step")
-        else:
-            dist.barrier()
+        backend.barrier()
     if rank == world - 1:
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -86,11 +74,20 @@ def micro_batches(loader: DataLoader, sampler: DistributedSampler, consumed: int
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
+    try:
+        backend = backends.select(args.device)
+    except backends.MissingBackend as missing:
+        print(missing, file=sys.stderr)
+        raise SystemExit(2) from None
+    with Drain() as drain:  # before anything slow: a SIGTERM from now on stops the run after a whole step
+        return train(args, backend, drain)
+
+
+def train(args: argparse.Namespace, backend: backends.Backend, drain: Drain) -> dict:
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    device = select_device(args.device)
-    on_xla = device.type == "xla"
+    device = backend.device()
     if distributed:
-        dist.init_process_group("xla" if on_xla else "gloo")
+        dist.init_process_group(backend.process_group)
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     torch.manual_seed(args.seed)
 
@@ -98,7 +95,8 @@ def main(argv: list[str] | None = None) -> dict:
     resume = checkpoint.latest(args.output_dir)
     network, state = checkpoint.load(resume) if resume else (bert.build(args.model), None)
     network.to(device)
-    model = DistributedDataParallel(network) if distributed and not on_xla else network
+    ddp = DistributedDataParallel(network) if distributed and backend.ddp else None
+    model = backend.compile(ddp or network)
     optimizer = torch.optim.AdamW(network.parameters(), lr=args.lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: learning_rate(s, args.warmup_steps, args.max_steps))
     step = 0
@@ -116,9 +114,12 @@ def main(argv: list[str] | None = None) -> dict:
         from torch.utils.tensorboard import SummaryWriter
 
         writer = SummaryWriter(log_dir=str(args.tensorboard_dir or args.output_dir / "tensorboard"))
+        if backend.compiler:
+            cache = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR", "its default")
+            print(f"{backend.name}: torch.compile(backend={backend.compiler!r}), compiled graphs in {cache}", flush=True)
     metrics_path = args.output_dir / "metrics.jsonl"
     last_step = args.max_steps if args.steps_this_run < 0 else min(args.max_steps, step + args.steps_this_run)
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if args.bf16 and not on_xla else nullcontext()
+    autocast = backend.autocast_context(args.bf16)
     history = []
 
     stream = micro_batches(loader, sampler, consumed=step * args.grad_accum_steps)
@@ -127,16 +128,12 @@ def main(argv: list[str] | None = None) -> dict:
         total = torch.zeros((), device=device)
         for micro in range(args.grad_accum_steps):
             batch = {k: v.to(device) for k, v in next(stream).items()}
-            accumulating = isinstance(model, DistributedDataParallel) and micro < args.grad_accum_steps - 1
-            with model.no_sync() if accumulating else nullcontext(), autocast:  # all-reduce once per optimizer step
+            accumulating = ddp is not None and micro < args.grad_accum_steps - 1
+            with ddp.no_sync() if accumulating else nullcontext(), autocast:  # all-reduce once per optimizer step
                 loss = model(**batch).loss  # masked-LM plus next-sentence cross entropy
             (loss / args.grad_accum_steps).backward()
             total += loss.detach()
-        if on_xla:
-            xm.optimizer_step(optimizer)  # all-reduces gradients across workers, then steps
-            torch_xla.sync()  # cut and run the step's graph (the loader here is not an MpDeviceLoader)
-        else:
-            optimizer.step()
+        backend.optimizer_step(optimizer)
         optimizer.zero_grad(set_to_none=True)
         schedule.step()
         step += 1
@@ -162,17 +159,25 @@ def main(argv: list[str] | None = None) -> dict:
             writer.add_scalar("throughput", throughput, step)
             if not math.isfinite(mean_loss):
                 raise SystemExit(f"loss became {mean_loss} at step {step}; lower --lr or check the data")
-        if rank == 0 and (step % args.checkpoint_every == 0 or step == last_step):
+        saved = step % args.checkpoint_every == 0 or step == last_step
+        if rank == 0 and saved:
             checkpoint.save(args.output_dir, step, network, optimizer, schedule)
         if step == args.fail_at_step and resumed_from == 0:  # every rank loaded the same checkpoint, or none
-            fail_here(rank, world, distributed, on_xla)
+            fail_here(rank, world, distributed, backend)
+        # After the step's checkpoint, so a drain writes at most one: its worst case is one step and one write.
+        if step < last_step and drain.agreed(lambda signalled: backend.agree(signalled, distributed)):
+            if rank == 0:
+                if not saved:
+                    checkpoint.save(args.output_dir, step, network, optimizer, schedule)
+                print(f"DRAIN stopped after step {step} on SIGTERM; checkpoint-{step} holds it", flush=True)
+            break
     if writer is not None:
         writer.close()
     if distributed:
         # DDP's reducer holds the process group; freed at exit, it would run gloo's destructor holding the GIL
         # while gloo's worker thread waits for the GIL, and hang (pytorch/pytorch#56297). Free it first, so the
         # group goes in destroy_process_group, which releases the GIL.
-        del model
+        del model, ddp
         gc.collect()
         dist.destroy_process_group()
     return {"steps": step, "history": history}

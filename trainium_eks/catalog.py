@@ -11,13 +11,24 @@ Sources (read 2026-12):
 - [EFA]        aws-neuron-sdk setup-trn1-multi-node-execution.rst (8 EFA devices on trn1.32xlarge, 16 on trn1n,
                none on smaller sizes), neuron-runtime/about/collectives.rst (trn2: 16 x 200 Gbps EFAv3);
                network-card counts from the EC2 instance-type network specifications as mirrored in
-               karpenter-provider-aws zz_generated.vpclimits.go (trn2: 16 cards per the Neuron trn2 CFN template)
+               karpenter-provider-aws zz_generated.vpclimits.go (trn1, trn1n) and aws/amazon-vpc-cni-k8s
+               pkg/vpc/vpc_ip_resource_limit.go (trn2.48xlarge: NetworkCards 0..15, commit b5218838)
+- [LNC]        aws-neuron-sdk logical-neuroncore-config: Trn2 takes LNC 1 or 2, 2 by default, set per node (the
+               NEURON_LOGICAL_NC_CONFIG a node's user data writes); trn2.48xlarge presents 64 NeuronCores at LNC=2
+               and 128 at LNC=1 (trn2-arch). Trn1 has no LNC setting. Karpenter's instance-types.md lists
+               aws.amazon.com/neuroncore 128 for trn2.48xlarge, the physical count it plans with; the node advertises
+               what the device plugin sees at the node's LNC
 - [PRICE]      EC2 on-demand Linux prices as mirrored in karpenter-provider-aws zz_generated.pricing_aws.go
-               (generated 2026-07-20, us-east-1); trn2.48xlarge is not sold on demand in us-east-1 and its
-               us-east-2 figure (35.76) comes from third-party price data of 2025-11: verify before budgeting
+               (generated 2026-07-20, us-east-1). No AWS source gives trn2.48xlarge an on-demand price (the table
+               has no entry), so the catalog records none: a trn2 group runs in a Capacity Block, at its price
+- [CAPACITY-BLOCKS] EC2 User Guide "Capacity Blocks for ML" (ec2-capacity-blocks): "trn1.32xlarge - US East (N.
+               Virginia) | Asia Pacific (Melbourne) - trn2.48xlarge - US East (Ohio)"; a block is "a targeted Capacity
+               Reservation in a single Availability Zone", which the offering chooses; its price "is updated
+               regularly based on trends in supply and demand" and is paid up front
 - [AZ]         awslabs/data-on-eks ai-ml/trainium-inferentia/main.tf (2024-01 .. 2025-07: first AZ ID per region
                offers Trn1/Trn1n: use1-az6, usw2-az4, use2-az3) and aws-neuron-eks-samples
-               determine_eks_azs.sh (use1-az6, usw2-az4); trn2.48xlarge in us-east-2 per public price data
+               determine_eks_azs.sh (use1-az6, usw2-az4). No source gives trn2.48xlarge's AZ IDs: its AZ is its
+               Capacity Block's, and the deploy-time offering check confirms it
 - [EFA-LAYOUT] EC2 User Guide "Maximize network bandwidth on Amazon EC2 instances with multiple network cards"
                (efa-acc-inst-types): the primary interface (card 0, device 0) is an ENA interface and cannot be
                EFA-only; card 0's EFA is an EFA-only interface at device 1; every other card takes an EFA-only
@@ -43,6 +54,14 @@ Sources (read 2026-12):
                awsdocs commit e3707c43): trn1.2xlarge 1 x 474 GB NVMe SSD, trn1.32xlarge and trn1n.32xlarge
                4 x 1900 GB; trn2.48xlarge 7600 GB of local NVMe in total (karpenter-provider-aws v1.14.1
                instance-types.md, karpenter.k8s.aws/instance-local-nvme), its disk count not found
+
+Left out, with the reason: trn2u.48xlarge (four of them, joined by NeuronLink, make a Trn2 UltraServer; Neuron
+trn2-arch) is sold as UltraServer Capacity Blocks only, and neither the VPC CNI's limits nor the EKS AMI's
+instance-info.jsonl (amazon-eks-ami commit 81fec2e8) list it, so its pods and subnet addresses cannot be counted;
+placing a job's ranks in one UltraServer needs the Neuron device plugin's ultraserver-server-id labels and an init
+script, and the Neuron UltraServer Operator supports Trn3 UltraServers only (aws-neuron-sdk
+containers/how-to/how-to-ultraserver.rst). Trn3: no AWS documentation names a launchable instance type (the names
+appear only in the Neuron driver's source).
 
 AZ offerings change as AWS adds capacity. The table is the offline truth used for validation and
 previews; at deploy time the network component confirms the offering with
@@ -91,6 +110,28 @@ class NetworkInterfaceSlot:
 
 
 @dataclass(frozen=True)
+class Generation:
+    """A Trainium generation: its logical-NeuronCore settings [NEURON-HW]. The Neuron runtime groups ``lnc`` physical
+    NeuronCores into one logical core, and the device plugin advertises logical cores as ``aws.amazon.com/neuroncore``;
+    what a generation trains with is its training stack (``versions.TRAINING_STACKS``)."""
+
+    name: str
+    lnc_settings: tuple[int, ...]
+    default_lnc: int
+
+
+GENERATIONS: Mapping[str, Generation] = MappingProxyType(
+    {
+        g.name: g
+        for g in (
+            Generation("trn1", lnc_settings=(1,), default_lnc=1),
+            Generation("trn2", lnc_settings=(1, 2), default_lnc=2),
+        )
+    }
+)
+
+
+@dataclass(frozen=True)
 class InstanceType:
     """One EC2 instance type and what the platform needs to know about it."""
 
@@ -98,10 +139,9 @@ class InstanceType:
     family: str  # "trainium" or "general"
     vcpus: int
     memory_gib: int
+    generation: str = ""  # a GENERATIONS name for Trainium types
     neuron_devices: int = 0
-    # NeuronCores the Neuron device plugin advertises as ``aws.amazon.com/neuroncore``
-    # (logical cores: Trn2 defaults to LNC=2, i.e. two physical cores per logical core).
-    neuron_cores: int = 0
+    physical_neuron_cores: int = 0
     accelerator_memory_gib: int = 0
     network_cards: int = 1
     # One EFA interface per network card is what the launch template attaches; 0 = no EFA support.
@@ -117,14 +157,25 @@ class InstanceType:
     ipv4_per_interface: int = 0
     # Local NVMe instance store, GB in total [INSTANCE-STORE]; 0: none (EBS only).
     instance_store_gb: int = 0
-    # On-demand list price per hour, by region [PRICE].
+    # On-demand list price per hour, by region [PRICE]; a region without one does not sell it on demand.
     on_demand_usd_per_hour: Mapping[str, float] = field(default_factory=dict)
-    # AZ IDs known to offer the type, by region. Empty for general-purpose types (offered everywhere).
+    # AZ IDs known to offer the type on demand, by region. Empty for general-purpose types (offered everywhere).
     az_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Regions where EC2 Capacity Blocks for ML sell it [CAPACITY-BLOCKS]; a block's AZ is the offering's.
+    capacity_block_regions: tuple[str, ...] = ()
 
     @property
     def is_trainium(self) -> bool:
         return self.family == "trainium"
+
+    def neuron_cores_at(self, lnc: int) -> int:
+        """The NeuronCores the device plugin advertises (``aws.amazon.com/neuroncore``) at logical-core setting ``lnc``."""
+        return self.physical_neuron_cores // lnc
+
+    @property
+    def neuron_cores(self) -> int:
+        """The NeuronCores a node advertises at its generation's default LNC: what jobs and quotas count."""
+        return self.neuron_cores_at(GENERATIONS[self.generation].default_lnc) if self.is_trainium else 0
 
     @property
     def supports_efa(self) -> bool:
@@ -146,15 +197,24 @@ class InstanceType:
         interfaces = self.cni_interfaces if crowded else min(2, self.cni_interfaces)
         return interfaces * self.ipv4_per_interface + other_interface_addresses
 
-    def offered_in(self, region: str, az_id: str) -> bool:
-        """True when the catalog records an offering of this type in ``az_id`` of ``region``."""
+    def offered_in(self, region: str, az_id: str, *, capacity_block: bool = False) -> bool:
+        """True when the catalog records an offering of this type in ``az_id`` of ``region``: on demand, or, for a
+        group in a Capacity Block, any AZ of a region whose blocks sell it (the block fixes the AZ)."""
         if not self.is_trainium:
             return region in REGIONS
+        if capacity_block and region in self.capacity_block_regions:
+            return az_id in REGIONS.get(region, ())
         return az_id in self.az_ids.get(region, ())
 
-    def price(self, region: str) -> float:
-        """On-demand price in ``region``; the highest known price when the region has none (errs on cost)."""
-        return self.on_demand_usd_per_hour.get(region, max(self.on_demand_usd_per_hour.values()))
+    def block_only(self, region: str) -> bool:
+        """True when ``region`` sells the type in Capacity Blocks and not on demand."""
+        return region in self.capacity_block_regions and not self.az_ids.get(region)
+
+    def price(self, region: str) -> float | None:
+        """On-demand price in ``region``; the highest known price when the region has none (errs on cost); None when
+        no region sells it on demand (it runs in Capacity Blocks, at their price)."""
+        prices = self.on_demand_usd_per_hour
+        return prices.get(region, max(prices.values())) if prices else None
 
 
 def _frozen(mapping: dict) -> Mapping:
@@ -185,8 +245,9 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 family="trainium",
                 vcpus=8,
                 memory_gib=32,
+                generation="trn1",
                 neuron_devices=1,
-                neuron_cores=2,
+                physical_neuron_cores=2,
                 accelerator_memory_gib=32,
                 network_cards=1,
                 max_efa_interfaces=0,
@@ -203,8 +264,9 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 family="trainium",
                 vcpus=128,
                 memory_gib=512,
+                generation="trn1",
                 neuron_devices=16,
-                neuron_cores=32,
+                physical_neuron_cores=32,
                 accelerator_memory_gib=512,
                 network_cards=8,
                 max_efa_interfaces=8,
@@ -216,14 +278,16 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 instance_store_gb=7600,
                 on_demand_usd_per_hour=_frozen({"us-east-1": 21.50, "us-west-2": 21.50, "us-east-2": 21.50}),
                 az_ids=TRN1_AZ_IDS,
+                capacity_block_regions=("us-east-1",),
             ),
             InstanceType(
                 name="trn1n.32xlarge",
                 family="trainium",
                 vcpus=128,
                 memory_gib=512,
+                generation="trn1",
                 neuron_devices=16,
-                neuron_cores=32,
+                physical_neuron_cores=32,
                 accelerator_memory_gib=512,
                 network_cards=16,
                 max_efa_interfaces=16,
@@ -241,8 +305,9 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 family="trainium",
                 vcpus=192,
                 memory_gib=2048,
+                generation="trn2",
                 neuron_devices=16,
-                neuron_cores=64,  # logical cores at the default LNC=2 (128 physical)
+                physical_neuron_cores=128,  # 64 logical cores at the default LNC=2
                 accelerator_memory_gib=1536,
                 network_cards=16,
                 max_efa_interfaces=16,
@@ -252,8 +317,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 cni_interfaces=2,
                 ipv4_per_interface=50,
                 instance_store_gb=7600,
-                on_demand_usd_per_hour=_frozen({"us-east-2": 35.76}),
-                az_ids=_frozen({"us-east-2": ("use2-az3",)}),
+                capacity_block_regions=("us-east-2",),
             ),
             # General-purpose types for the system node group (CoreDNS, controllers, etcd, TensorBoard).
             InstanceType(

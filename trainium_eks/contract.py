@@ -23,14 +23,17 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeInt,
+    PositiveFloat,
     PositiveInt,
     StrictStr,
     ValidationError,
+    ValidationInfo,
+    field_validator,
 )
 
-from trainium_eks import names
+from trainium_eks import catalog, names, versions
 
-CONTRACT_VERSION = "1.5.0"
+CONTRACT_VERSION = "1.6.0"
 FIRST = "1.0.0"
 
 
@@ -95,6 +98,25 @@ class NodeGroupScaling(Entry):
 
 
 MANAGED_SCALING = NodeGroupScaling(provisioning="managed")  # what a platform older than 1.3.0 runs
+
+
+class NodeGroupSoftware(Entry):
+    """What a node group runs: its Trainium generation; the training stack its jobs run, with the image ``make image``
+    pushes for it (``<ecrRepositoryUrl>:<tag>``), its PyTorch backend (``xla`` or ``neuron``, a string: a later minor
+    version may add one) and the Neuron runtime library in it; and the node image release its nodes boot, with that
+    release's Neuron driver. A platform older than 1.6.0 published neither release nor driver (None here)."""
+
+    generation: StrictStr
+    training_stack: StrictStr = Field(alias="trainingStack")
+    training_image: StrictStr = Field(alias="trainingImage")
+    backend: StrictStr
+    neuron_runtime: StrictStr = Field(alias="neuronRuntime")
+    node_image_release: StrictStr | None = Field(None, alias="nodeImageRelease")
+    neuron_driver: StrictStr | None = Field(None, alias="neuronDriver")
+
+
+# A platform older than 1.6.0 built one training image, PyTorch/XLA's, and ran it on every node group.
+STACK_BEFORE_1_6 = "pytorch-xla-2.30"
 
 
 class ApiAccess(Entry):
@@ -187,6 +209,9 @@ class PlatformContract(BaseModel):
     fsx_dns_name: Text | None = since("1.1.0", default=None, alias="fsxDnsName")
     fsx_mount_name: Text | None = since("1.1.0", default=None, alias="fsxMountName")
     fsx_mount_path: Text = since(FIRST, alias="fsxMountPath")
+    # The file system's write throughput in MB/s (``file_system.write_mb_s``): how fast a drained job's checkpoint is
+    # written, from which the launcher sets its pods' termination grace period.
+    fsx_throughput_mbps: PositiveFloat | None = since("1.6.0", default=None, alias="fsxThroughputMBps")
     datasets_path: Text = since(FIRST, alias="datasetsPath")
     checkpoints_path: Text = since(FIRST, alias="checkpointsPath")
     neuron_compile_cache_path: Text = since(FIRST, alias="neuronCompileCachePath")
@@ -203,6 +228,12 @@ class PlatformContract(BaseModel):
     # How each node group scales, a top-level key for the same reason as trainiumPrivateIpsPerNode.
     trainium_node_group_scaling: dict[StrictStr, NodeGroupScaling] | None = since(
         "1.3.0", default=None, alias="trainiumNodeGroupScaling"
+    )
+
+    # What each node group runs (generation, training image, node image release and driver), a top-level key for the
+    # same reason as trainiumNodeGroupScaling.
+    trainium_node_group_software: dict[StrictStr, NodeGroupSoftware] | None = since(
+        "1.6.0", default=None, alias="trainiumNodeGroupSoftware"
     )
 
     # Published by the stacks whose endpoint is private only.
@@ -228,6 +259,29 @@ class PlatformContract(BaseModel):
         queue = Queue(name=team.queue, weight=team.weight, capability=team.quota)
         return self.model_copy(
             update={"job_namespace": team.namespace, "volcano_queues": (queue,), "fsx_claim_name": team.claim_name}
+        )
+
+    @field_validator("trainium_node_group_software")
+    @classmethod
+    def _every_group_has_software(cls, value: dict | None, info: ValidationInfo) -> dict | None:
+        groups = [group.name for group in info.data.get("node_groups", ())]
+        missing = [name for name in groups if value is not None and name not in value]
+        if missing:
+            raise ValueError(f"no entry for node group {missing[0]}")
+        return value
+
+    def software(self, group: NodeGroup) -> NodeGroupSoftware:
+        """What ``group`` runs; on a platform older than 1.6.0, the one image every group ran (``STACK_BEFORE_1_6``)."""
+        if self.trainium_node_group_software is not None:
+            return self.trainium_node_group_software[group.name]
+        stack = versions.TRAINING_STACKS[STACK_BEFORE_1_6]
+        spec = catalog.INSTANCE_TYPES.get(group.instance_type)
+        return NodeGroupSoftware(
+            generation=spec.generation if spec else "",
+            trainingStack=stack.name,
+            trainingImage=f"{self.ecr_repository_url}:{stack.image_tag}",
+            backend=stack.backend,
+            neuronRuntime=stack.runtime.library,
         )
 
     def scaling(self, group: NodeGroup) -> NodeGroupScaling:
@@ -265,10 +319,12 @@ class PlatformContract(BaseModel):
                 f"contractVersion: the stack publishes {outputs['contractVersion']}, this consumer needs "
                 f"{requires} (same major, minor at least); upgrade the platform stack or the consumer"
             )
+        # Every key of the version the platform publishes, as far as this reader knows them: a reader that needs less
+        # still relies on what the platform says it publishes (PlatformContract.software).
         missing = [
             key
             for key, introduced in KEYS.items()
-            if _version(introduced) <= want and key not in outputs and key not in OPTIONAL_KEYS
+            if _version(introduced) <= have and key not in outputs and key not in OPTIONAL_KEYS
         ]
         if missing:
             raise ContractError(

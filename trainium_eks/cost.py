@@ -5,11 +5,14 @@ Trainium and system nodes, their EBS root volumes, the EKS control plane, NAT ga
 processing is usage-based and left out), interface VPC endpoints (per AZ-hour) and FSx for Lustre storage. Data
 transfer, CloudWatch logs, backups, ECR storage and KMS requests are usage-based and not estimated.
 
-Two figures: **busy**, every elastic (Karpenter) pool at maxSize, and **idle**, no job waiting, when an elastic pool
-runs no node. A managed node group runs its desired size either way. A capacity reservation is billed for its
-instances whether they run or not: an On-Demand Capacity Reservation at the on-demand rate (EC2 User Guide, "Billing
-for Capacity Reservations"), a Capacity Block at the price it was bought for, paid up front (EC2 User Guide, "Capacity
-Blocks pricing and billing"), which the stack config states because AWS sets it by supply and demand.
+Two monthly figures of what the stack runs: **busy**, every elastic (Karpenter) pool at maxSize, and **idle**, no job
+waiting, when an elastic pool runs no node. A managed node group runs its desired size either way. An On-Demand
+Capacity Reservation is billed at the on-demand rate for its instances whether they run or not, for as long as it
+exists (EC2 User Guide, "Billing for Capacity Reservations"), so it is in both. A Capacity Block is not a running cost
+of the stack: it is bought outside it for a window and paid up front at the price it was bought for (EC2 User Guide,
+"Capacity Blocks pricing and billing"), which the stack config states because AWS sets it by supply and demand; it is
+reported apart (``prepaid``), in neither figure. A type the catalog knows no on-demand price for (trn2.48xlarge, sold
+in Capacity Blocks only) outside a reservation is a line that says so, counted as 0.
 """
 
 from __future__ import annotations
@@ -37,15 +40,61 @@ class CostLine:
     description: str
     hourly_usd: float  # busy
     idle_hourly_usd: float | None = None  # None: the same when idle
+    priced: bool = True  # False: no price known, counted as 0 (the description says why)
 
     @property
     def idle(self) -> float:
         return self.hourly_usd if self.idle_hourly_usd is None else self.idle_hourly_usd
 
+    def to_json(self) -> dict:
+        return {
+            "urn": self.urn,
+            "description": self.description,
+            "hourlyUsd": round(self.hourly_usd, 4),
+            "idleHourlyUsd": round(self.idle, 4),
+            "priced": self.priced,
+        }
+
+
+@dataclass(frozen=True)
+class PrepaidBlock:
+    """A Capacity Block a Trainium group runs in: bought outside the stack and paid up front for its window, so in
+    neither monthly figure; its rate per hour of the window, as the stack config states it."""
+
+    urn: str
+    reservation: str | None
+    instances: int
+    instance_type: str
+    instance_hourly_usd: float
+
+    @property
+    def hourly_usd(self) -> float:
+        return self.instances * self.instance_hourly_usd
+
+    @property
+    def description(self) -> str:
+        block = f"Capacity Block {self.reservation}" if self.reservation else "Capacity Block"
+        return (
+            f"{self.instances} x {self.instance_type} in {block} at {self.instance_hourly_usd:g} USD/h each, paid up front "
+            "for the block's window, bought outside the stack"
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "urn": self.urn,
+            "description": self.description,
+            "reservation": self.reservation,
+            "instances": self.instances,
+            "instanceType": self.instance_type,
+            "instanceHourlyUsd": self.instance_hourly_usd,
+            "hourlyUsd": round(self.hourly_usd, 4),
+        }
+
 
 @dataclass(frozen=True)
 class CostEstimate:
-    lines: tuple[CostLine, ...]
+    lines: tuple[CostLine, ...]  # what the stack runs: the monthly figures
+    prepaid: tuple[PrepaidBlock, ...] = ()  # Capacity Blocks: paid up front, outside the monthly figures
 
     @property
     def hourly_usd(self) -> float:
@@ -70,21 +119,26 @@ class CostEstimate:
             "idleHourlyUsd": self.idle_hourly_usd,
             "idleMonthlyUsd": self.idle_monthly_usd,
             "priceSource": catalog.PRICE_SOURCE,
-            "lines": [
-                {
-                    "urn": c.urn,
-                    "description": c.description,
-                    "hourlyUsd": round(c.hourly_usd, 4),
-                    "idleHourlyUsd": round(c.idle, 4),
-                }
-                for c in self.lines
-            ],
+            "lines": [line.to_json() for line in self.lines],
+            "prepaid": [block.to_json() for block in self.prepaid],
         }
 
 
 def _volume_line(urn: str, busy: int, idle: int, disk: float) -> CostLine:
     per_node = disk * service_prices.EBS_GP3_USD_PER_GB_MONTH / catalog.HOURS_PER_MONTH
     return CostLine(urn, f"{busy} x {int(disk)} GiB gp3 root volume", busy * per_node, idle * per_node)
+
+
+def _on_demand(urn: str, spec: catalog.InstanceType, region: str, busy: int, idle: int, what: str) -> CostLine:
+    """``busy`` instances of ``spec`` (``idle`` when no job waits) at its on-demand price, described as ``what``; when
+    the catalog knows no such price, a line that says so, counted as 0."""
+    price = spec.price(region)
+    if price is None:
+        unknown = (
+            f"{what}: not counted, no on-demand price known for {spec.name} (run it in a Capacity Block: capacityReservation)"
+        )
+        return CostLine(urn, unknown, 0.0, 0.0, priced=False)
+    return CostLine(urn, what, busy * price, idle * price)
 
 
 def _system_node_group(node: Node, region: str) -> list[CostLine]:
@@ -97,7 +151,7 @@ def _system_node_group(node: Node, region: str) -> list[CostLine]:
     disk = number(dig(templates[0].props, "blockDeviceMappings", 0, "ebs", "volumeSize")) if templates else None
     count = int(desired)
     return [
-        CostLine(node.urn, f"{count} x {spec.name} on demand", count * spec.price(region)),
+        _on_demand(node.urn, spec, region, count, count, f"{count} x {spec.name} on demand"),
         _volume_line(node.urn, count, count, disk or number(node.props.get("diskSize")) or EKS_DEFAULT_DISK_GIB),
     ]
 
@@ -123,9 +177,9 @@ def _reservation_id(group: TrainiumGroup) -> str | None:
     return found if isinstance(found, str) else None
 
 
-def _reservation_line(group: TrainiumGroup, region: str, billed: set[str]) -> CostLine | None:
-    """A reserved group's instances, billed whether they run or not, once per reservation however many groups name
-    it (None: the group targets no reservation)."""
+def _reservation(group: TrainiumGroup, region: str, billed: set[str]) -> CostLine | PrepaidBlock | None:
+    """A reserved group's instances, paid for whether they run or not, once per reservation however many groups name
+    it: an ODCR as a running cost, a Capacity Block as a prepaid one (None: the group targets no reservation)."""
     if not group.reservation_target():
         return None
     instances = number(group.reservation_fact(layout.CAPACITY_RESERVATION_INSTANCES_TAG))
@@ -134,29 +188,26 @@ def _reservation_line(group: TrainiumGroup, region: str, billed: set[str]) -> Co
         return None
     count, name, reservation = int(instances), group.spec.name, _reservation_id(group)
     if reservation is not None and reservation in billed:
-        return CostLine(group.node.urn, f"{count} x {name} in reservation {reservation}, billed with the group before", 0.0)
+        return CostLine(group.node.urn, f"{count} x {name} in reservation {reservation}, paid for with the group before", 0.0)
     if reservation is not None:
         billed.add(reservation)
     if block_rate is not None:
-        return CostLine(
-            group.node.urn, f"{count} x {name} Capacity Block at {block_rate:g} USD/h, used or not", count * block_rate
-        )
-    return CostLine(
-        group.node.urn, f"{count} x {name} On-Demand Capacity Reservation, used or not", count * group.spec.price(region)
-    )
+        return PrepaidBlock(group.node.urn, reservation, count, name, block_rate)
+    what = f"{count} x {name} On-Demand Capacity Reservation, used or not"
+    return _on_demand(group.node.urn, group.spec, region, count, count, what)
 
 
-def _trainium_group(group: TrainiumGroup, region: str, billed: set[str]) -> list[CostLine]:
+def _trainium_group(group: TrainiumGroup, region: str, billed: set[str]) -> list[CostLine | PrepaidBlock]:
     busy, idle = (group.max_size, 0) if group.elastic else (group.desired_size, group.desired_size)
     if busy is None or idle is None:
         return []
     volumes = _volume_line(group.node.urn, busy, idle, _root_volume_gib(group))
-    reserved = _reservation_line(group, region, billed)
+    reserved = _reservation(group, region, billed)
     if reserved is not None:
         return [reserved, volumes]
-    name, price = group.spec.name, group.spec.price(region)
+    name = group.spec.name
     described = f"up to {busy} x {name} on demand while jobs run, none idle" if group.elastic else f"{busy} x {name} on demand"
-    return [CostLine(group.node.urn, described, busy * price, idle * price), volumes]
+    return [_on_demand(group.node.urn, group.spec, region, busy, idle, described), volumes]
 
 
 def _control_plane(node: Node) -> list[CostLine]:
@@ -190,11 +241,13 @@ def _interface_endpoint(node: Node) -> list[CostLine]:
 
 def estimate(graph: Graph, region: str) -> CostEstimate:
     lines: list[CostLine] = []
+    prepaid: list[PrepaidBlock] = []
     groups = trainium_groups(graph)
     trainium = {id(g.node) for g in groups}
     billed: set[str] = set()  # reservations already priced: a second group naming one adds no charge
     for group in groups:
-        lines += _trainium_group(group, group.region or region, billed)
+        for item in _trainium_group(group, group.region or region, billed):
+            (prepaid if isinstance(item, PrepaidBlock) else lines).append(item)
     for node in graph:
         if node.type == NODE_GROUP and id(node) not in trainium:
             lines += _system_node_group(node, node.region or region)
@@ -212,4 +265,7 @@ def estimate(graph: Graph, region: str) -> CostEstimate:
             lines += _file_system(node)
         elif node.type == VPC_ENDPOINT and node.props.get("vpcEndpointType") == "Interface":
             lines += _interface_endpoint(node)
-    return CostEstimate(tuple(sorted(lines, key=lambda line: (-line.hourly_usd, line.urn, line.description))))
+    return CostEstimate(
+        tuple(sorted(lines, key=lambda line: (-line.hourly_usd, line.urn, line.description))),
+        tuple(sorted(prepaid, key=lambda block: (-block.hourly_usd, block.urn))),
+    )

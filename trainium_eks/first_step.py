@@ -2,17 +2,19 @@
 done before) and warm (the dataset on the file system and the compile cache filled by an earlier run), term by term.
 
 Each term carries its source; what no source gives a figure for (layer unpacking, the device plugins' start, loading
-cached graphs) is named and not counted, so both totals are lower bounds. The job is the tutorial's BERT-large
-pretraining on the most nodes of the group a job can have, as the launcher counts them (``job_node_ceiling``: a
-managed group's desiredSize, an elastic group's maxSize).
+cached graphs, the native backend's compile) is named and not counted, so both totals are lower bounds. The job is the
+tutorial's BERT-large pretraining on the most nodes of the group a job can have, as the launcher counts them
+(``job_node_ceiling``: a managed group's desiredSize, an elastic group's maxSize), on the group's training stack
+(``TrainiumGroup.training_stack``): it decides how the job's graphs are compiled.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainium_eks import service_prices, tokens
+from trainium_eks import service_prices, tokens, versions
 from trainium_eks.contract import job_node_ceiling
+from trainium_eks.file_system import write_mb_s
 from trainium_eks.graph import Graph, Node, number, vpc_endpoint_service
 from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
 
@@ -26,13 +28,19 @@ KARPENTER_NODE_READY_MINUTES = 40 / 60
 ENDPOINT_GBPS = 10.0
 NAT_GBPS = 5.0
 # The tutorial's dataset, "50+ GB", written once into the file system (seed tutorial, data preparation), at the file
-# system's write throughput: SCRATCH_2 100 MB/s per TiB (FSx for Lustre User Guide, "Performance characteristics of
-# SSD and HDD storage classes"), a persistent file system its provisioned MB/s per TiB.
+# system's write throughput (``file_system.write_mb_s``).
 DATASET_GB = 50
-SCRATCH_WRITE_MBPS_PER_TIB = 100
 # The tutorial's neuron_parallel_compile of the BERT-large job on two trn1.32xlarge: "~15 min" for its 6 graphs.
 # A warm cache (the same graphs compiled before, on the shared file system) skips it.
 COMPILE_MINUTES = 15.0
+# TorchNeuron compiles nothing ahead of a job: torch.compile(backend="neuron") compiles each graph at the first steps
+# and stores its NEFF in the persistent NEFF cache, TORCH_NEURONX_NEFF_CACHE_DIR (Neuron docs, "What are Neuron
+# Compiler artifacts?", 2026-11-16), which jobs point at the shared file system; no source gives how long it takes.
+NATIVE_COMPILE = (
+    'torch.compile(backend="neuron") compiles each graph at the first steps and keeps its NEFF in '
+    "TORCH_NEURONX_NEFF_CACHE_DIR on the shared file system, which a warm run reads; not counted: no source gives "
+    "its duration"
+)
 NOT_COUNTED = "layer unpacking, the Neuron and EFA device plugins' start, loading graphs from the cache"
 
 
@@ -86,11 +94,9 @@ def _dataset(file_system: Node | None) -> Term:
     if capacity is None:
         return Term("dataset into the file system", None, "no file system the plan knows the size of", cold_only=True)
     deployment = file_system.props.get("deploymentType")
-    per_tib = (
-        SCRATCH_WRITE_MBPS_PER_TIB if deployment == "SCRATCH_2" else number(file_system.props.get("perUnitStorageThroughput"))
-    )
-    mbps = (per_tib or 0) * capacity / 1024
-    if not mbps:
+    try:
+        mbps = write_mb_s(deployment, capacity, number(file_system.props.get("perUnitStorageThroughput")))
+    except ValueError:
         return Term("dataset into the file system", None, f"no write throughput known for {deployment}", cold_only=True)
     return Term(
         f"dataset into the file system ({DATASET_GB} GB)",
@@ -98,6 +104,18 @@ def _dataset(file_system: Node | None) -> Term:
         f"the tutorial's {DATASET_GB}+ GB at {deployment}'s {mbps:.0f} MB/s for {capacity:.0f} GiB",
         cold_only=True,
     )
+
+
+def _compile(stack: versions.TrainingStack | None) -> Term:
+    """What compiles the job's graphs on the group's training stack, before its first step (cold: a warm cache skips it)."""
+    if stack is None:
+        return Term(
+            "graph compilation", None, "not counted: the nodes carry no training stack the platform knows", cold_only=True
+        )
+    if stack.precompiles:
+        source = f"{stack.name}: the tutorial's neuron_parallel_compile of BERT-large, 6 graphs"
+        return Term("graph compilation", COMPILE_MINUTES, source, cold_only=True)
+    return Term("graph compilation", None, f"{stack.name}: {NATIVE_COMPILE}", cold_only=True)
 
 
 def estimate(graph: Graph, deploy_minutes: float, image_gib: float | None = None) -> list[FirstStep]:
@@ -118,7 +136,7 @@ def estimate(graph: Graph, deploy_minutes: float, image_gib: float | None = None
         terms += [
             _image_pull(group, nodes, image_gib, through_endpoints),
             _dataset(file_system),
-            Term("graph compilation", COMPILE_MINUTES, "the tutorial's precompile of BERT-large, 6 graphs", cold_only=True),
+            _compile(group.training_stack()),
         ]
         steps.append(FirstStep(group.node.name, nodes, tuple(terms)))
     return steps

@@ -17,6 +17,9 @@ NODE_ROLE_LABEL = "trainium-eks/node-role"
 SYSTEM_NODE_ROLE = "system"
 TRAINIUM_NODE_ROLE = "trainium"
 NODE_GROUP_LABEL = "trainium-eks/node-group"
+# A Trainium node's training stack (trainium_eks/versions.py TRAINING_STACKS): what the driver policy checks its node
+# image against, and what a job's image must match.
+TRAINING_STACK_LABEL = "trainium-eks/training-stack"
 EFA_PRESENT_LABEL = "vpc.amazonaws.com/efa.present"
 
 # Trainium nodes carry this taint so that only pods asking for Neuron devices land on them.

@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from trainium_eks import catalog, tokens
+from trainium_eks import catalog, layout, tokens, versions
 from trainium_eks.graph import Graph, Node, dig, is_unknown, known, number
 from trainium_eks.quantities import quantity
 
@@ -83,6 +83,34 @@ class TrainiumGroup:
             return None
         match = RELEASE_VERSION.match(release) if isinstance(release, str) else None
         return (match.group(1) if match else None), f"releaseVersion {release or 'unset (the day latest)'}"
+
+    def labels(self) -> dict:
+        """The labels the group gives its nodes (a node group's ``labels``, a pool's template labels); none while a
+        preview does not know them (``labels_known``)."""
+        labels = self._labels_input()
+        return labels if isinstance(labels, dict) else {}
+
+    def labels_known(self) -> bool:
+        """Whether a preview knows the map of the nodes' labels (a value in it may still be unknown)."""
+        return not is_unknown(self._labels_input())
+
+    def _labels_input(self):
+        where = ("spec", "template", "metadata", "labels") if self.elastic else ("labels",)
+        return dig(self.node.props, *where)
+
+    @property
+    def name(self) -> str | None:
+        """The platform's name of the group (its node-group label), None when unlabelled or unknown."""
+        name = self.labels().get(layout.NODE_GROUP_LABEL)
+        return name if isinstance(name, str) and not is_unknown(name) else None
+
+    def training_stack(self) -> versions.TrainingStack | None:
+        """The training stack the nodes are labelled with (``layout.TRAINING_STACK_LABEL``); None: none, or unknown."""
+        return versions.TRAINING_STACKS.get(self.training_stack_label())
+
+    def training_stack_label(self):
+        value = self.labels().get(layout.TRAINING_STACK_LABEL)
+        return value if isinstance(value, str) and not is_unknown(value) else None
 
     @property
     def region(self) -> str | None:
@@ -154,6 +182,10 @@ class TrainiumGroup:
         if self.elastic:
             return self._template_props.get("capacityReservationSelectorTerms")
         return dig(self._template_props, "capacityReservationSpecification", "capacityReservationTarget")
+
+    def in_capacity_block(self) -> bool:
+        """Whether the group's node template records a Capacity Block's price (``layout``): its nodes run in one."""
+        return self.reservation_fact(layout.CAPACITY_BLOCK_HOURLY_USD_TAG) is not None
 
     def reservation_fact(self, key: str):
         """What the node template records of its reservation (``layout``: AZ ID, instances, Capacity Block price)."""

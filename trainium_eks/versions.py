@@ -22,11 +22,17 @@ class NodeImageRelease:
     Kubernetes version. Managed node groups take ``<kubelet>-<date>`` as releaseVersion (EKS User Guide, "Amazon EKS
     optimized Amazon Linux AMI versions": k8s_major.k8s_minor.k8s_patch-release_date); Karpenter takes the tag in an
     ``al2023@<tag>`` alias and resolves the Neuron variant for accelerated types itself (karpenter-provider-aws
-    v1.14.1 pkg/providers/amifamily/al2023.go and types.go: VariantNeuron requires instance-accelerator-count)."""
+    v1.14.1 pkg/providers/amifamily/al2023.go and types.go: VariantNeuron requires instance-accelerator-count).
+
+    A release is known by its tag; its Neuron driver only when a source states it (``source``). A release whose
+    driver no source gives is listed with ``neuron_driver`` None, and refused: the driver decides whether a training
+    image's runtime initialises, and the AL2023 Neuron build installs the newest ``aws-neuronx-dkms`` unpinned
+    (amazon-eks-ami templates/al2023/provisioners/install-neuron-driver.sh), so nothing else tells it."""
 
     tag: str
     kubelet_versions: dict[str, str]
-    neuron_driver: str  # the aws-neuronx-dkms package of the AL2023 Neuron AMI
+    neuron_driver: str | None  # the aws-neuronx-dkms package of the AL2023 Neuron AMI; None: no source states it
+    source: str  # where the kubelets and the driver were read
 
     @property
     def fast_image_pull(self) -> bool:
@@ -41,27 +47,42 @@ class NodeImageRelease:
 # are v<date>, so they compare in date order as strings.
 FAST_IMAGE_PULL_SINCE = "v20250821"
 
-
-# awslabs/amazon-eks-ami CHANGELOG.md (commit 81fec2e8, 2026-07-23), the AL2023_x86_64_NEURON columns:
-# - "AMI Release v20260625": Kubernetes 1.35 release 1.35.6-20260625 and 1.34 1.34.9-20260625, aws-neuronx-dkms
-#   2.28.0.0 and efa 3.0.0: the driver of Neuron SDK 2.30, whose runtime the training image ships;
-# - "AMI Release v20260714" (tagged 2026-07-13): 1.35.6-20260714 and 1.34.9-20260714, aws-neuronx-dkms 2.29.0.0 and
-#   efa 3.1.0, the newest release the CHANGELOG describes (v20260724 is tagged without an entry). Its driver needs a
-#   newer runtime than the training image's (TRAINING_RUNTIME), so the policy trainium-neuron-driver-compatible
-#   refuses it until the image moves.
+_CHANGELOG = "awslabs/amazon-eks-ami CHANGELOG.md (commit 81fec2e8, 2026-07-23)"
+# The AL2023_x86_64_NEURON columns of the CHANGELOG; v20260724 is tagged (2026-07-24) without an entry, so its
+# driver is unknown: it is listed so that a group pinning it is refused by name rather than as an unknown tag.
 NODE_IMAGE_RELEASES = {
     release.tag: release
     for release in (
-        NodeImageRelease(tag="v20260625", kubelet_versions={"1.34": "1.34.9", "1.35": "1.35.6"}, neuron_driver="2.28.0.0"),
-        NodeImageRelease(tag="v20260714", kubelet_versions={"1.34": "1.34.9", "1.35": "1.35.6"}, neuron_driver="2.29.0.0"),
+        NodeImageRelease(
+            tag="v20260625",
+            kubelet_versions={"1.34": "1.34.9", "1.35": "1.35.6"},
+            neuron_driver="2.28.0.0",
+            source=f'{_CHANGELOG}, "AMI Release v20260625" (aws-neuronx-dkms 2.28.0.0, efa 3.0.0)',
+        ),
+        NodeImageRelease(
+            tag="v20260714",
+            kubelet_versions={"1.34": "1.34.9", "1.35": "1.35.6"},
+            neuron_driver="2.29.0.0",
+            source=f'{_CHANGELOG}, "AMI Release v20260714" (aws-neuronx-dkms 2.29.0.0, efa 3.1.0)',
+        ),
+        NodeImageRelease(
+            tag="v20260724",
+            kubelet_versions={},
+            neuron_driver=None,
+            source=f"{_CHANGELOG}: tag v20260724 exists, with no CHANGELOG entry",
+        ),
     )
 }
-DEFAULT_NODE_IMAGE_RELEASE = "v20260625"
 
 
 def node_image_release(date: str) -> NodeImageRelease | None:
     """The release dated ``date`` (``20260625``, as a releaseVersion or an ``al2023@v<date>`` alias spells it)."""
     return NODE_IMAGE_RELEASES.get(f"v{date}")
+
+
+def sourced_releases() -> tuple[str, ...]:
+    """The tags of the releases whose Neuron driver a source states: the ones a group may pin."""
+    return tuple(tag for tag, release in NODE_IMAGE_RELEASES.items() if release.neuron_driver is not None)
 
 
 def minor_version(version: str) -> tuple[int, int]:
@@ -77,22 +98,91 @@ class NeuronRuntime:
     sdk: str
     library: str
     oldest_driver: str  # major.minor
-    first_incompatible_driver: str  # major.minor: this driver and later need a newer runtime
+    first_incompatible_driver: str | None  # major.minor: this driver and later need a newer runtime; None: none known
 
     def runs_on(self, driver: str) -> bool:
-        return minor_version(self.oldest_driver) <= minor_version(driver) < minor_version(self.first_incompatible_driver)
+        newest_ok = self.first_incompatible_driver is None or minor_version(driver) < minor_version(
+            self.first_incompatible_driver
+        )
+        return minor_version(self.oldest_driver) <= minor_version(driver) and newest_ok
 
     @property
     def drivers(self) -> str:
+        if self.first_incompatible_driver is None:
+            return f"{self.oldest_driver} and later"
         return f"{self.oldest_driver} up to, not including, {self.first_incompatible_driver}"
 
 
-# The training image's (training/Dockerfile: pytorch-training-neuronx ... sdk2.30.0). aws-neuron/aws-neuron-sdk
-# release-notes/components/runtime.rst (commit 81ce03ae, 2026-08-21): Neuron 2.30.0's runtime library is 2.32.31.0,
-# which "is not backward-compatible with Neuron Driver 2.26 or earlier"; and in Neuron 2.31.0's known issues,
-# "Neuron Driver 2.29 requires Neuron Runtime Library 2.33 or later. Upgrading the Driver without also upgrading the
-# Runtime Library will cause nrt_init() to fail."
-TRAINING_RUNTIME = NeuronRuntime(sdk="2.30.0", library="2.32.31.0", oldest_driver="2.27", first_incompatible_driver="2.29")
+# aws-neuron/aws-neuron-sdk release-notes/components/runtime.rst (commit 81ce03ae): Neuron 2.30.0's runtime library
+# is 2.32.31.0, which "is not backward-compatible with Neuron Driver 2.26 or earlier"; and in Neuron 2.31.0's known
+# issues, "Neuron Driver 2.29 requires Neuron Runtime Library 2.33 or later. Upgrading the Driver without also
+# upgrading the Runtime Library will cause nrt_init() to fail."
+XLA_RUNTIME = NeuronRuntime(sdk="2.30.0", library="2.32.31.0", oldest_driver="2.27", first_incompatible_driver="2.29")
+# Neuron 2.33.0 (release notes, 2026-10-19): aws-neuronx-runtime-lib 2.35.30.0, shipped with aws-neuronx-dkms 2.31.7.0,
+# the first SDK with TorchNeuron. Driver 2.29 is the oldest it is taken to run on: 2.29 "requires Neuron Runtime Library
+# 2.33 or later", which 2.35 is, and no release note read (2.32.0, 2.33.0) raises the runtime's driver floor again. That
+# is an inference, not a statement: the acceptance job's neuron-devices check (jobs.acceptance) is the proof on a node.
+# No newer driver is known to need a newer runtime, so the range is open above.
+NATIVE_RUNTIME = NeuronRuntime(sdk="2.33.0", library="2.35.30.0", oldest_driver="2.29", first_incompatible_driver=None)
+
+
+@dataclass(frozen=True)
+class TrainingStack:
+    """The software one Trainium generation trains with: the PyTorch backend, the image the launcher runs (built by
+    ``make image`` from ``dockerfile``'s ``target``, tagged ``image_tag``), the Neuron runtime in it, and the node
+    image release a group of the generation boots unless it pins another."""
+
+    name: str  # a label value: nodes carry it as trainium-eks/training-stack
+    generations: tuple[str, ...]  # catalog.Generation names it trains on
+    backend: str  # the torch device the training script moves to: "xla" (PyTorch/XLA) or "neuron" (TorchNeuron)
+    dockerfile: str
+    target: str
+    image_tag: str  # ECR tags are immutable: bump it with every change to what the image holds
+    runtime: NeuronRuntime
+    default_node_image_release: str
+    precompiles: bool  # whether neuron_parallel_compile fills the compile cache ahead of a job (XLA's graphs only)
+
+
+# The seed's path: PyTorch/XLA, whose last training container is Neuron 2.30's (training/Dockerfile). "Starting with
+# Neuron 2.30 ... PyTorch/XLA is no longer supported for training" (aws-neuron-sdk about-neuron/announcements/neuron2.x/
+# announce-no-support-pytorch-xla-training.rst), so Trn1, which TorchNeuron does not support, stays on it, at the
+# newest release whose driver its runtime initialises on.
+# TorchNeuron, the native backend (public beta in Neuron 2.33, Trn2 and Trn3 only: Neuron docs torch/index.html),
+# built from the Neuron apt and pip repositories (training/Dockerfile.native) at 2.33.0, the newest SDK whose package
+# versions are published (2.34.0's release notes list none: research of 2026-12), on the newest release with a sourced
+# driver its runtime initialises on.
+TRAINING_STACKS = {
+    stack.name: stack
+    for stack in (
+        TrainingStack(
+            name="pytorch-xla-2.30",
+            generations=("trn1",),
+            backend="xla",
+            dockerfile="training/Dockerfile",
+            target="train",
+            image_tag="bert-pretrain-1.2.0",
+            runtime=XLA_RUNTIME,
+            default_node_image_release="v20260625",
+            precompiles=True,
+        ),
+        TrainingStack(
+            name="torchneuron-2.33",
+            generations=("trn2",),
+            backend="neuron",
+            dockerfile="training/Dockerfile.native",
+            target="train",
+            image_tag="torchneuron-train-1.1.0",
+            runtime=NATIVE_RUNTIME,
+            default_node_image_release="v20260714",
+            precompiles=False,
+        ),
+    )
+}
+
+
+def training_stack_of(generation: str) -> TrainingStack:
+    """The stack a group of ``generation`` trains with unless it names another: the last one listed for it."""
+    return [stack for stack in TRAINING_STACKS.values() if generation in stack.generations][-1]
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ program reads them through the stack reference and adds the team's service accou
 the job defaults the team's scripts read.
 """
 
+import json
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -51,6 +53,8 @@ def job_defaults(view) -> dict:
         "etcdEndpoint": view.etcd_endpoint,
         "checkpointsPath": view.checkpoints_path,
         "datasetsPath": view.datasets_path,
+        # each node group's training image, the one its generation trains with (JSON: a ConfigMap holds strings)
+        "trainingImages": json.dumps({group.name: view.software(group).training_image for group in view.node_groups}),
     }
 
 

@@ -66,6 +66,9 @@ def trainium_node_limit(graph: Graph, config: dict) -> Iterator[Violation]:
 
 
 def monthly_cost_budget(graph: Graph, config: dict) -> Iterator[Violation]:
+    """The stack's monthly running cost when busy (``trainium_eks.cost``) within ``maxMonthlyUsd``. A Capacity Block is
+    not in it: it is bought outside the stack and paid up front for its window (the estimate's ``prepaid``), so no
+    edit of the stack raises or lowers what it costs; an item without a known price counts as 0."""
     budget = float(config.get("maxMonthlyUsd", 100_000))
     region = next((n.region for n in graph if n.region), "us-east-1")
     estimate = cost.estimate(graph, region)

@@ -202,7 +202,7 @@ def az_offers_instance_type(graph: Graph, config: dict) -> Iterator[Violation]:
     for group in trainium_groups(graph):
         region = group.region
         for az_id in sorted(group.az_ids()):
-            if region and not group.spec.offered_in(region, az_id):
+            if region and not group.spec.offered_in(region, az_id, capacity_block=group.in_capacity_block()):
                 offered = ", ".join(group.spec.az_ids.get(region, ())) or "no AZ"
                 yield Violation(
                     group.node.urn,

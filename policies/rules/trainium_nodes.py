@@ -1,6 +1,7 @@
-"""What every Trainium node boots and how long it lives, whichever kind of group provisions it: the Neuron AMI at the
-stack's one pinned release, the Neuron taint, and, for an elastic pool, a disruption policy that never empties a
-node a job runs on.
+"""What every Trainium node boots and how long it lives, whichever kind of group provisions it: the Neuron AMI at a
+release the group pins, whose Neuron driver the runtime of the group's training stack (one that trains its
+generation) initialises on, the Neuron taint, and, for an elastic pool, a disruption policy that never empties a node
+a job runs on.
 
 A managed node group pins its image with ``releaseVersion`` (``<kubelet>-<date>``); a Karpenter EC2NodeClass with an
 ``al2023@v<date>`` alias (Karpenter docs, EC2NodeClass ``amiSelectorTerms``: "latest" drifts every node when AWS
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 
 from policies.rules import Violation, describe
 from trainium_eks import layout, versions
-from trainium_eks.graph import Graph, dig, is_unknown, known
+from trainium_eks.graph import Graph, Node, dig, is_unknown, known
 from trainium_eks.trainium_groups import NEURON_AMI_ALIAS_FAMILY, TrainiumGroup, trainium_groups
 
 NEURON_AMI_TYPES = ("AL2023_x86_64_NEURON",)
@@ -56,54 +57,83 @@ def _elastic_neuron_ami(group: TrainiumGroup) -> Iterator[Violation]:
 
 
 def node_image_pinned(graph: Graph, config: dict) -> Iterator[Violation]:
-    pinned = {}
+    """Each group pins a release of its own (each generation boots the release of its training stack), never the
+    day's latest."""
     for group in trainium_groups(graph):
         image = group.pinned_release()
-        if image is None:
+        if image is None or image[0] is not None:
             continue
-        date, spelled = image
         blamed = group.template if group.elastic else group.node
-        if date is None:
-            yield Violation(
-                blamed.urn,
-                f"{describe(blamed)} boots {group.spec.name} nodes with {spelled}; pin the stack's node image release "
-                "(nodeImageRelease): a floating image gives a new node whatever driver EKS published that day",
-            )
-        else:
-            pinned.setdefault(date, []).append(blamed)
-    if len(pinned) > 1:
-        for date, resources in sorted(pinned.items()):
-            for resource in resources:
-                yield Violation(
-                    resource.urn,
-                    f"{describe(resource)} pins node image release v{date} while other Trainium groups pin "
-                    f"{', '.join('v' + d for d in sorted(pinned) if d != date)}; give every group the stack's one release",
-                )
+        yield Violation(
+            blamed.urn,
+            f"{_named(group, blamed)} boots {group.spec.name} nodes with {image[1]}; pin the group's node image release "
+            "(trainiumNodeGroups[].nodeImageRelease, by default its training stack's): a floating image gives a new "
+            "node whatever driver EKS published that day",
+        )
 
 
 def neuron_driver_compatible(graph: Graph, config: dict) -> Iterator[Violation]:
-    """The Neuron driver of the release a group boots must be one the training image's runtime initialises on
-    (``versions.TRAINING_RUNTIME``): a mismatch fails ``nrt_init`` on every node, whatever the job."""
-    runtime = versions.TRAINING_RUNTIME
+    """The Neuron driver of the release a group boots must be one the runtime of the group's own training stack (its
+    nodes' ``layout.TRAINING_STACK_LABEL``) initialises on: a mismatch fails ``nrt_init`` on every node, whatever the
+    job. A release whose driver no source states, or that the platform does not record, is refused: nothing shows
+    that the runtime initialises on it."""
     for group in trainium_groups(graph):
-        image = group.pinned_release()
-        if image is None or image[0] is None:
-            continue  # a preview's unknown, or no pin at all, which trainium-node-image-pinned reports
-        blamed = group.template if group.elastic else group.node
-        release = versions.node_image_release(image[0])
+        stack, image = group.training_stack(), group.pinned_release()
+        if stack is None or group.spec.generation not in stack.generations or image is None or image[0] is None:
+            continue  # unknown, or what trainium-training-stack-fits-generation or trainium-node-image-pinned reports
+        release, runtime = versions.node_image_release(image[0]), stack.runtime
         if release is None:
-            yield Violation(
-                blamed.urn,
-                f"{describe(blamed)} boots node image release v{image[0]}, whose Neuron driver trainium_eks/versions.py "
-                f"does not record; pin one of {', '.join(versions.NODE_IMAGE_RELEASES)} so that its driver is checked",
-            )
+            boots = f"node image release v{image[0]}, whose Neuron driver trainium_eks/versions.py does not record"
+        elif release.neuron_driver is None:
+            boots = f"node image release {release.tag}, whose Neuron driver no source states (trainium_eks/versions.py)"
         elif not runtime.runs_on(release.neuron_driver):
-            yield Violation(
-                blamed.urn,
-                f"{describe(blamed)} boots node image release {release.tag} with Neuron driver {release.neuron_driver}, but "
-                f"the training image's runtime {runtime.library} (Neuron SDK {runtime.sdk}) initialises on drivers "
-                f"{runtime.drivers}; pin a release whose driver it runs on, or move the image to a runtime for this driver",
+            boots = f"node image release {release.tag} with Neuron driver {release.neuron_driver}"
+        else:
+            continue
+        fits = [tag for tag in versions.sourced_releases() if runtime.runs_on(versions.NODE_IMAGE_RELEASES[tag].neuron_driver)]
+        blamed = group.template if group.elastic else group.node
+        yield Violation(
+            blamed.urn,
+            f"{_named(group, blamed)} boots {boots}, but its nodes serve training stack {stack.name}, whose runtime "
+            f"{runtime.library} (Neuron SDK {runtime.sdk}) initialises on drivers {runtime.drivers}: pin "
+            f"{' or '.join(fits) or 'a release with such a driver'} (the group's nodeImageRelease in trainiumNodeGroups; "
+            f"unset, the stack's {stack.default_node_image_release})",
+        )
+
+
+def training_stack_fits_generation(graph: Graph, config: dict) -> Iterator[Violation]:
+    """A group's nodes name the training stack they serve (``layout.TRAINING_STACK_LABEL``), and it is one that trains
+    the instance type's generation: the launcher runs that stack's image on them, and the driver rule checks their
+    node image against its runtime."""
+    for group in trainium_groups(graph):
+        value = group.labels().get(layout.TRAINING_STACK_LABEL)
+        if not group.labels_known() or is_unknown(value):
+            continue
+        generation = group.spec.generation
+        stack = versions.TRAINING_STACKS.get(value) if isinstance(value, str) else None
+        if value is None:
+            gives = f"no {layout.TRAINING_STACK_LABEL} label, so nothing says which training image and runtime they serve"
+        elif stack is None:
+            gives = f"{layout.TRAINING_STACK_LABEL}={value!r}, a training stack trainium_eks/versions.py does not declare"
+        elif generation not in stack.generations:
+            gives = (
+                f"training stack {stack.name} (its {stack.backend} image :{stack.image_tag}), which trains "
+                f"{', '.join(stack.generations)}, not {generation}"
             )
+        else:
+            continue
+        fits = [s.name for s in versions.TRAINING_STACKS.values() if generation in s.generations]
+        fix = (
+            f"give them {' or '.join(fits)} (the group's trainingStack in trainiumNodeGroups; unset, its generation's)"
+            if fits
+            else f"no training stack of trainium_eks/versions.py trains {generation}"
+        )
+        yield Violation(group.node.urn, f"{_named(group, group.node)} gives its {group.spec.name} nodes {gives}; {fix}")
+
+
+def _named(group: TrainiumGroup, resource: Node) -> str:
+    """A resource of a group as messages name it: its type and name, and the platform's name of the group if known."""
+    return describe(resource) + (f" (Trainium group {group.name})" if group.name else "")
 
 
 def neuron_taint(graph: Graph, config: dict) -> Iterator[Violation]:

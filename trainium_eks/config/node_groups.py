@@ -1,5 +1,5 @@
 """The rules of ``trainiumNodeGroups``: sizes per kind (managed or elastic), EFA, the AZ offering, a capacity
-reservation, EKS's name limits, and the one pinned node image every group boots."""
+reservation, EKS's name limits, and each group's training stack and the pinned node image its nodes boot."""
 
 from __future__ import annotations
 
@@ -26,15 +26,14 @@ def node_kubernetes_version(s: StackInput, key: Key, version_key: str, held_at: 
     return version
 
 
-def _node_image(s: StackInput, key: Key) -> p.NodeImage:
-    """The pinned release at the Trainium groups' version; it must also have a build for the control plane's, which
-    elastic pools follow."""
-    version = node_kubernetes_version(s, key, "trainiumNodeKubernetesVersion", s.trainium_node_kubernetes_version)
-    release = versions.NODE_IMAGE_RELEASES[s.node_image_release]
+def _node_image(s: StackInput, tag: str, version: str, at: Key) -> p.NodeImage:
+    """The group's pinned release at the Trainium groups' version; it must also have a build for the control plane's,
+    which elastic pools follow."""
+    release = versions.NODE_IMAGE_RELEASES[tag]
     for needed in dict.fromkeys((s.kubernetes_version, version)):
         check(
             needed in release.kubelet_versions,
-            key("nodeImageRelease"),
+            at("nodeImageRelease"),
             f"{release.tag} has no Kubernetes {needed} build",
             "pin a release built for it: "
             + ", ".join(r.tag for r in versions.NODE_IMAGE_RELEASES.values() if needed in r.kubelet_versions),
@@ -42,8 +41,35 @@ def _node_image(s: StackInput, key: Key) -> p.NodeImage:
     return p.NodeImage(release.tag, version, release.kubelet_versions[version])
 
 
+def _training_stack(group: NodeGroupInput, at: Key) -> versions.TrainingStack:
+    """The group's training stack: the one it names, which must train on its type's generation, or its generation's."""
+    generation = catalog.INSTANCE_TYPES[group.instance_type].generation
+    if group.training_stack is None:
+        return versions.training_stack_of(generation)
+    stack = versions.TRAINING_STACKS[group.training_stack]
+    check(
+        generation in stack.generations,
+        at("trainingStack"),
+        f"{stack.name} does not train on {group.instance_type} ({generation}; it trains on {', '.join(stack.generations)})",
+        f"remove it: a {generation} group trains with {versions.training_stack_of(generation).name}",
+    )
+    return stack
+
+
+def _driver_check(stack: versions.TrainingStack, tag: str, at: Key) -> None:
+    release = versions.NODE_IMAGE_RELEASES[tag]
+    runs_on = [t for t in versions.sourced_releases() if stack.runtime.runs_on(versions.NODE_IMAGE_RELEASES[t].neuron_driver)]
+    check(
+        stack.runtime.runs_on(release.neuron_driver),
+        at("nodeImageRelease"),
+        f"{tag} boots Neuron driver {release.neuron_driver}, on which {stack.name}'s runtime {stack.runtime.library} does "
+        f"not initialise (it runs on drivers {stack.runtime.drivers})",
+        f"pin one of {', '.join(runs_on)}" if runs_on else "remove it",
+    )
+
+
 def node_groups(s: StackInput, cluster_name: str, region: str, key: Key) -> tuple[p.TrainiumNodeGroupConfig, ...]:
-    image = _node_image(s, key)
+    version = node_kubernetes_version(s, key, "trainiumNodeKubernetesVersion", s.trainium_node_kubernetes_version)
     groups, names = [], set()
     for index, group in enumerate(s.trainium_node_groups):
 
@@ -58,7 +84,10 @@ def node_groups(s: StackInput, cluster_name: str, region: str, key: Key) -> tupl
             f"'{cluster_name}-{group.name}' is longer than EKS's {NODE_GROUP_NAME_MAX} characters",
             "use a shorter node group (or stack) name",
         )
-        groups.append(_node_group(group, s.trainium_az_id, region, image, at))
+        stack = _training_stack(group, at)
+        tag = group.node_image_release or stack.default_node_image_release
+        _driver_check(stack, tag, at)
+        groups.append(_node_group(group, s.trainium_az_id, region, _node_image(s, tag, version, at), stack, at))
     return tuple(groups)
 
 
@@ -84,14 +113,30 @@ def _group_scaling(group: NodeGroupInput, at: Key) -> p.Scaling:
     return scaling(at, 0, 0, group.max_size)
 
 
-def _node_group(group: NodeGroupInput, az_id: str, region: str, node_image: p.NodeImage, at: Key) -> p.TrainiumNodeGroupConfig:
+def _node_group(
+    group: NodeGroupInput,
+    az_id: str,
+    region: str,
+    node_image: p.NodeImage,
+    stack: versions.TrainingStack,
+    at: Key,
+) -> p.TrainiumNodeGroupConfig:
     spec = catalog.INSTANCE_TYPES[group.instance_type]
-    offered = catalog.az_ids_offering(group.instance_type, region)
+    block = group.capacity_reservation is not None and group.capacity_reservation.type == "capacity-block"
     check(
-        spec.offered_in(region, az_id),
+        block or not spec.block_only(region),
+        at("capacityReservation"),
+        f"{group.instance_type} is sold in {region} in Capacity Blocks only",
+        "buy one (aws ec2 describe-capacity-block-offerings) and set capacityReservation: type capacity-block, id, azId, "
+        "instanceCount, hourlyUsd",
+    )
+    offered = catalog.az_ids_offering(group.instance_type, region)
+    sold_in = [r for r in catalog.REGIONS if spec.az_ids.get(r) or r in spec.capacity_block_regions]
+    check(
+        spec.offered_in(region, az_id, capacity_block=block),
         at("instanceType"),
         f"{group.instance_type} is not offered in {az_id} ({region})",
-        f"set trainiumAzId to one of {', '.join(offered)}" if offered else "pick a region that offers it",
+        f"set trainiumAzId to one of {', '.join(offered)}" if offered else f"use a region that sells it: {', '.join(sold_in)}",
     )
     group_scaling = _group_scaling(group, at)
     efa = spec.supports_efa if group.efa is None else group.efa
@@ -142,14 +187,15 @@ def _node_group(group: NodeGroupInput, az_id: str, region: str, node_image: p.No
             "use provisioning: managed for this type",
         )
     return p.TrainiumNodeGroupConfig(
-        group.name,
-        group.instance_type,
-        group_scaling,
-        efa,
-        group.root_volume_gib,
-        MappingProxyType(dict(group.labels)),
-        reservation,
-        node_image,
-        group.provisioning,
-        (group.idle_minutes or DEFAULT_IDLE_MINUTES) if group.provisioning == p.KARPENTER else None,
+        name=group.name,
+        instance_type=group.instance_type,
+        scaling=group_scaling,
+        efa=efa,
+        root_volume_gib=group.root_volume_gib,
+        labels=MappingProxyType(dict(group.labels)),
+        capacity_reservation=reservation,
+        node_image=node_image,
+        training_stack=stack.name,
+        provisioning=group.provisioning,
+        idle_minutes=(group.idle_minutes or DEFAULT_IDLE_MINUTES) if group.provisioning == p.KARPENTER else None,
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainium_eks import catalog, layout
+from trainium_eks import catalog, layout, versions
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,8 @@ class CapacityReservation:
 
 @dataclass(frozen=True)
 class NodeImage:
-    """The EKS-optimised AL2023 release the Trainium nodes boot (one release for all of them, whichever kind
-    provisions them) at the Kubernetes version the managed groups run."""
+    """The EKS-optimised AL2023 release a Trainium group's nodes boot, whichever kind provisions them, at the
+    Kubernetes version the managed groups run."""
 
     release: str  # the amazon-eks-ami release tag, e.g. v20260625
     kubernetes_version: str  # the group's: kubernetesVersion, or the version it is held at during an upgrade
@@ -61,6 +61,7 @@ class TrainiumNodeGroupConfig:
     labels: Mapping[str, str]
     capacity_reservation: CapacityReservation | None
     node_image: NodeImage
+    training_stack: str  # a versions.TRAINING_STACKS name: the image jobs run and the runtime the driver must suit
     provisioning: str = MANAGED  # MANAGED or KARPENTER
     idle_minutes: int | None = None  # KARPENTER only: an empty node is removed after this long
 
@@ -71,6 +72,14 @@ class TrainiumNodeGroupConfig:
     @property
     def spec(self) -> catalog.InstanceType:
         return catalog.INSTANCE_TYPES[self.instance_type]
+
+    @property
+    def stack(self) -> versions.TrainingStack:
+        return versions.TRAINING_STACKS[self.training_stack]
+
+    @property
+    def release(self) -> versions.NodeImageRelease:
+        return versions.NODE_IMAGE_RELEASES[self.node_image.release]
 
     @property
     def efa_interfaces(self) -> int:
@@ -119,6 +128,7 @@ class ClusterConfig:
     system_instance_type: str
     system_scaling: Scaling
     system_kubernetes_version: str  # kubernetes_version, or the version the system nodes are held at in an upgrade
+    log_retention_days: int  # of the control-plane log group
 
 
 @dataclass(frozen=True)

@@ -175,6 +175,7 @@ def _cluster(s: StackInput, name: str, key: Key) -> p.ClusterConfig:
         s.system_node_instance_type,
         scaling(system_key, s.system_node_min_size, s.system_node_desired_size, s.system_node_max_size),
         node_kubernetes_version(s, key, "systemNodeKubernetesVersion", s.system_node_kubernetes_version),
+        s.control_plane_log_retention_days,
     )
 
 

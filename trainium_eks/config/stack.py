@@ -26,6 +26,10 @@ RETIRED_KEYS = {
         "remove it: the EKS node monitoring agent (nodeMonitoringAgent) reports Neuron faults and nodeRepair acts on "
         "them; neuron-monitor's metrics come with cloudWatchObservability",
     ),
+    "nodeImageRelease": (
+        "moved to each Trainium node group: each generation boots the release its training stack runs on",
+        "remove it, or set nodeImageRelease on the groups of trainiumNodeGroups that must stay on that release",
+    ),
 }
 
 
@@ -43,7 +47,6 @@ NODE_IMAGE = "node-image"
 NETWORK = "network"
 CLUSTER = "cluster"
 DEPLOY_RUNNER = "deploy-runner"
-_RELEASES = "; ".join(f"{r.tag}: aws-neuronx-dkms {r.neuron_driver}" for r in versions.NODE_IMAGE_RELEASES.values())
 
 
 class PlatformInput(Strict):
@@ -111,31 +114,6 @@ class PlatformInput(Strict):
         default="1.35",
         details='Quote it in YAML (`"1.30"` would otherwise read as 1.3).',
     )
-    node_image_release: Annotated[
-        StrictStr,
-        f.rule(
-            lambda v: v in versions.NODE_IMAGE_RELEASES,
-            lambda v: (
-                "'latest' floats: a new node would get whatever driver EKS published that day"
-                if v.lower().endswith("latest")
-                else f"'{v}' is not a node image release of trainium_eks/versions.py"
-            ),
-            "pin one of " + ", ".join(versions.NODE_IMAGE_RELEASES),
-        ),
-        f.Shown({"enum": list(versions.NODE_IMAGE_RELEASES)}),
-    ] = key(
-        "nodeImageRelease",
-        "The EKS-optimised AMI release (an awslabs/amazon-eks-ami tag) every Trainium node boots, pinned, never latest: "
-        "managed node groups as their releaseVersion, Karpenter pools as an al2023@<release> alias.",
-        section=NODE_IMAGE,
-        default=versions.DEFAULT_NODE_IMAGE_RELEASE,
-        details="A managed group's `releaseVersion` is `<kubelet>-<date>`; for the alias Karpenter picks the AL2023 "
-        "Neuron variant on Trainium types. `latest` is refused: a new node would get whatever driver EKS published that "
-        f"day. The releases the platform knows, with their kubelet per Kubernetes version and Neuron driver ({_RELEASES}), "
-        "are in `trainium_eks/versions.py`. The policy `trainium-neuron-driver-compatible` refuses a release whose driver "
-        "the training image's Neuron runtime cannot initialise on (`TRAINING_RUNTIME`); `preflight plan` prints each "
-        "group's release and driver. Moving to a newer one is a reviewed diff there and in the stack file.",
-    )
     # The nodes' Kubernetes version during an upgrade: "" follows kubernetesVersion; an older supported version holds
     # the managed groups on it while the control plane and add-ons move first (README, "Upgrading").
     system_node_kubernetes_version: NodeKubernetesVersion = key(
@@ -150,7 +128,8 @@ class PlatformInput(Strict):
     )
     trainium_node_kubernetes_version: NodeKubernetesVersion = key(
         "trainiumNodeKubernetesVersion",
-        "The same for the managed Trainium node groups, at nodeImageRelease's build for that version: the last step of "
+        "The same for the managed Trainium node groups, at each group's node image release's build for that version: "
+        "the last step of "
         "an upgrade, taken between jobs because it replaces every node.",
         section=NODE_IMAGE,
         default="",

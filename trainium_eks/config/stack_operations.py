@@ -18,6 +18,9 @@ ETCD_MEMBER_COUNTS = (1, 3, 5)
 # CloudWatch Logs retention values (PutRetentionPolicy; listed in pulumi-aws's cloudwatch.LogGroup
 # retention_in_days). 0 ("never expire") is left out: the key exists so that logs stop costing after a while.
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+# Days of control-plane (audit, API, authenticator ...) logs kept by default: terraform-aws-modules/eks's default for
+# the same group (variables.tf, cloudwatch_log_group_retention_in_days: 90).
+CONTROL_PLANE_LOG_RETENTION_DAYS = 90
 # EKS NodeRepairConfig counts (maxParallelNodesRepairedCount, maxUnhealthyNodeThresholdCount): a minimum of 1 and no
 # maximum (EKS API reference, NodeRepairConfig).
 RepairCount = Annotated[
@@ -61,6 +64,25 @@ class OperationsInput(Strict):
         default=30,
         details="The log groups `/aws/containerinsights/<cluster>/{application,dataplane,host,performance}` are created by "
         "the stack before the add-on, so that none is created without expiry.",
+    )
+    control_plane_log_retention_days: Annotated[
+        f.Integer,
+        f.rule(
+            lambda v: v in LOG_RETENTION_DAYS,
+            "{value} is not a CloudWatch Logs retention period",
+            "use one of " + ", ".join(map(str, LOG_RETENTION_DAYS)),
+        ),
+        f.Shown({"enum": list(LOG_RETENTION_DAYS)}),
+    ] = key(
+        "controlPlaneLogRetentionDays",
+        "Days the EKS control-plane logs (api, audit, authenticator, controllerManager, scheduler) are kept (a "
+        "CloudWatch Logs retention value).",
+        section=MONITORING,
+        default=CONTROL_PLANE_LOG_RETENTION_DAYS,
+        details="The group `/aws/eks/<cluster>/cluster` is created by the stack before the cluster and removed by "
+        "`pulumi destroy`; the cluster role may not create log groups, so EKS cannot re-create it outside the stack. "
+        "Separate from cloudWatchLogRetentionDays: audit logs often have to be kept longer than container logs, and "
+        "they are written whether or not the CloudWatch add-on runs.",
     )
     alarm_topic_arn: Annotated[
         StrictStr,

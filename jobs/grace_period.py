@@ -1,0 +1,144 @@
+"""How long a drained training pod needs to lose no step: its ``terminationGracePeriodSeconds``.
+
+On SIGTERM every worker finishes its step, they agree to stop, rank 0 writes a checkpoint of that step to the
+shared volume and all exit (``training/drain.py``). The kubelet SIGKILLs the pod when its grace period runs out, and
+torchrun SIGKILLs its workers when its own shutdown timeout does (30 s unless raised), so both must cover, in the worst
+case, one whole step plus one checkpoint write:
+
+    grace = step_seconds + checkpoint_bytes / write throughput + Kubernetes' default grace period
+
+- ``step_seconds``: SIGTERM can come just after the workers agreed to go on, so a whole step runs before the next
+  agreement (the script checkpoints before it agrees, so a step that writes its periodic checkpoint writes no second).
+- the write: weights and AdamW's two moments, in fp32, from ``checkpoint_bytes``, at the file system's throughput,
+  which the platform publishes as ``fsxThroughputMBps`` (``trainium_eks.file_system.write_mb_s``).
+- the margin, ``KUBERNETES_DEFAULT_GRACE_SECONDS``: what any pod gets to exit, kept on top for what the two terms do
+  not count: copying the state off the device, the checkpoint's rename, tearing down the process group and exiting.
+
+Where no source gives the step's time (any pairing but the tutorial's), the step is left out and the description says
+so: the pods still get the checkpoint write and the margin, and ``--step-seconds`` adds the step.
+
+``job_grace_period`` is what the launcher calls; ``grace_period_seconds`` is the formula alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from training.options import CONFIGS
+
+# "By default, all deletes are graceful within 30 seconds" (Kubernetes docs, "Pod Lifecycle", termination of pods;
+# the pod spec's terminationGracePeriodSeconds defaults to 30).
+KUBERNETES_DEFAULT_GRACE_SECONDS = 30
+# What the checkpoint holds per parameter: the fp32 weight (the script never casts its parameters; bf16 is autocast
+# or XLA_DOWNCAST_BF16 on the device) and AdamW's exp_avg and exp_avg_sq, each the parameter's size and dtype
+# (torch.optim.AdamW). training/checkpoint.py writes exactly these; tests/test_grace_period.py measures one.
+FP32_BYTES = 4
+BYTES_PER_PARAMETER = FP32_BYTES * (1 + 2)
+# Karpenter drains a Capacity Block's nodes ten minutes before EC2 begins to reclaim its instances (Karpenter docs,
+# "Capacity Reservations"; EC2 reclaims them from 30 minutes before the block's end, EC2 User Guide "Capacity Blocks"):
+# a longer grace period than that is cut short when the instances go.
+CAPACITY_BLOCK_NOTICE_SECONDS = 10 * 60
+# The only sourced step rate: the reference tutorial's BERT-large on two trn1.32xlarge, 64 workers at batch 16 and
+# 32 micro-batches, bf16, logged 6449.36 sequences/s, the lowest of its samples (aws-neuron/aws-neuron-eks-samples,
+# dp_bert_hf_pretrain README). Per worker: data parallel, a step is each worker's own batch at this rate.
+SEQUENCES_PER_SECOND_PER_WORKER = {("large", "trn1.32xlarge"): 6449.36 / 64}
+MB = 1000**2  # FSx states throughput in MB/s
+
+
+def parameter_count(config: Mapping[str, Any]) -> int:
+    """The parameters of Hugging Face's BertForPreTraining of ``config`` (training/options.py's plain data), counted
+    from its layers; the masked-LM decoder shares the word embeddings and adds only its bias."""
+    hidden, vocab, inner = config["hidden_size"], config["vocab_size"], config["intermediate_size"]
+    linear = lambda inputs, outputs: inputs * outputs + outputs  # noqa: E731  weight and bias
+    layer_norm = 2 * hidden
+    embeddings = (vocab + config["max_position_embeddings"] + config["type_vocab_size"]) * hidden + layer_norm
+    attention = 4 * linear(hidden, hidden) + layer_norm  # query, key, value, output
+    feed_forward = linear(hidden, inner) + linear(inner, hidden) + layer_norm
+    pooler = linear(hidden, hidden)
+    heads = linear(hidden, hidden) + layer_norm + vocab + linear(hidden, 2)  # MLM transform, decoder bias, NSP
+    return embeddings + config["num_hidden_layers"] * (attention + feed_forward) + pooler + heads
+
+
+def checkpoint_bytes(model: str) -> int:
+    """The tensor bytes of a ``training.pretrain_bert`` checkpoint of ``--model model`` (file headers aside)."""
+    return parameter_count(CONFIGS[model]) * BYTES_PER_PARAMETER
+
+
+def grace_period_seconds(checkpoint_bytes: int, throughput_mb_s: float, step_seconds: float | None) -> int:
+    """The module's formula: one step (None: not known, left out), one checkpoint write and Kubernetes' default grace
+    period, in whole seconds."""
+    write_seconds = checkpoint_bytes / (throughput_mb_s * MB)
+    return math.ceil((step_seconds or 0.0) + write_seconds + KUBERNETES_DEFAULT_GRACE_SECONDS)
+
+
+def step_seconds_of(model: str, instance_type: str, batch_size: int, grad_accum_steps: int) -> float | None:
+    """A worker's step time: its sequences per step at the sourced per-worker rate of ``model`` on ``instance_type``;
+    None where no source gives that rate."""
+    rate = SEQUENCES_PER_SECOND_PER_WORKER.get((model, instance_type))
+    return None if rate is None else batch_size * grad_accum_steps / rate
+
+
+@dataclass(frozen=True)
+class GracePeriod:
+    """A pod's terminationGracePeriodSeconds and the terms it adds up."""
+
+    checkpoint_bytes: int
+    throughput_mb_s: float
+    step_seconds: float | None  # None: no source gives it, and --step-seconds was not given
+
+    @property
+    def seconds(self) -> int:
+        return grace_period_seconds(self.checkpoint_bytes, self.throughput_mb_s, self.step_seconds)
+
+    @property
+    def fits_capacity_block_notice(self) -> bool:
+        return self.seconds <= CAPACITY_BLOCK_NOTICE_SECONDS
+
+    def pod_spec(self) -> dict[str, int]:
+        """What the launcher sets in each task's pod spec."""
+        return {"terminationGracePeriodSeconds": self.seconds}
+
+    def environment(self) -> dict[str, str]:
+        """torchrun's shutdown timeout (``training/drain.py``), raised to the whole grace period: the kubelet's
+        SIGKILL bounds it anyway, and torchrun's default 30 s would cut a longer drain short."""
+        return {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(self.seconds)}
+
+    def describe(self) -> str:
+        gigabytes = self.checkpoint_bytes / 1000**3
+        step = (
+            "the step in progress not counted (no measured step time: give --step-seconds)"
+            if self.step_seconds is None
+            else f"a step {self.step_seconds:.1f} s"
+        )
+        return (
+            f"{self.seconds} s: {step} + a {gigabytes:.2f} GB checkpoint at "
+            f"{self.throughput_mb_s:.0f} MB/s + {KUBERNETES_DEFAULT_GRACE_SECONDS} s to exit"
+        )
+
+
+def job_grace_period(
+    model: str,
+    instance_type: str,
+    batch_size: int,
+    grad_accum_steps: int,
+    throughput_mb_s: float,
+    step_seconds: float | None = None,
+) -> GracePeriod:
+    """The grace period of a ``training.pretrain_bert`` job: ``step_seconds`` if given, else the sourced rate's (none
+    where no source gives one)."""
+    if step_seconds is None:
+        step_seconds = step_seconds_of(model, instance_type, batch_size, grad_accum_steps)
+    return GracePeriod(checkpoint_bytes(model), throughput_mb_s, step_seconds)
+
+
+def pod_grace_seconds(job: Mapping[str, Any]) -> int:
+    """The grace period a Volcano Job's pods get: their spec's, or Kubernetes' default (``jobs.rehearsal`` gives its
+    agents this long after SIGTERM, as the kubelet would)."""
+    (seconds,) = {
+        task["template"]["spec"].get("terminationGracePeriodSeconds", KUBERNETES_DEFAULT_GRACE_SECONDS)
+        for task in job["spec"]["tasks"]
+    }
+    return int(seconds)

@@ -1,0 +1,229 @@
+"""What every training job the platform launches shares, whatever it trains: the request (``JobRequest``, the command
+line validated once), the node group's software, and the Volcano Job of a torchrun run on whole nodes of a group wired
+to the platform's services (``whole_node_job``), with its pods' termination grace period (``with_grace_period``).
+`jobs.launch` builds BERT's job on it, `jobs.torchtitan_job` TorchTitan's, `jobs.acceptance` its checks."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictStr, StringConstraints, ValidationError
+from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
+
+from jobs import training_security
+from jobs.capacity import LaunchError, choose_node_group, node_count, whole_node_share
+from jobs.components import BACKENDS, JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
+from jobs.grace_period import GracePeriod
+from trainium_eks import layout
+from trainium_eks.contract import NodeGroup, NodeGroupSoftware, PlatformContract
+
+DEVICE_RESOURCES = (layout.NEURON_DEVICE_RESOURCE, layout.NEURON_CORE_RESOURCE, layout.EFA_RESOURCE)
+# Karpenter disrupts no node a pod so marked runs on, by consolidation or drift (Karpenter docs, Disruption,
+# "Pod-Level Controls"): an elastic Trainium node is never taken from a job that runs on it.
+DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
+COMPILE_CACHE_ANNOTATION = "trainium-eks/compile-cache"
+COMPILE_CACHE_INPUTS = "trainium-eks/compile-cache-inputs"
+# Why the pods get the grace period they get: `kubectl describe vcjob` shows the terms (``GracePeriod.describe``).
+GRACE_PERIOD_ANNOTATION = "trainium-eks/termination-grace-period"
+# A pod that fails (its torchrun gave up after --max-restarts) or is evicted (a node drain, a lost node) restarts
+# the whole job: every pod is recreated, the agents meet again and resume from the last checkpoint. Volcano
+# counts these restarts against maxRetry, then fails the job.
+JOB_RESTARTS = 3
+JOB_LIFECYCLE = [{"event": "PodFailed", "action": "RestartJob"}, {"event": "PodEvicted", "action": "RestartJob"}]
+
+
+# A job name becomes the Volcano Job's name (TorchX adds a suffix of up to 14 characters to stay within a
+# 63-character DNS label) and a directory on the shared volume.
+JOB_NAME = re.compile(r"^[a-z]([a-z0-9-]{0,44}[a-z0-9])?$")
+# Docker image tags: up to 128 of letters, digits, '_', '.' and '-', not starting with '.' or '-'.
+IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+FinitePositive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class JobRequest(BaseModel):
+    """What the command line asks for, validated once; ``None`` means the option was not given."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Annotated[StrictStr, StringConstraints(pattern=JOB_NAME.pattern)]
+    nodes: PositiveInt | None = None
+    workers_per_node: PositiveInt | None = None
+    node_group: StrictStr | None = None
+    queue: StrictStr | None = None
+    image_tag: Annotated[StrictStr, StringConstraints(pattern=IMAGE_TAG.pattern)] | None = None  # the group's image's
+    precompile: bool = False
+    bf16: bool = True
+    training_args: tuple[str, ...] = ()
+    # For the pods' grace period where no source gives them: a step's time and the checkpoint's size.
+    step_seconds: FinitePositive | None = None
+    checkpoint_gib: FinitePositive | None = None
+
+    @classmethod
+    def from_options(cls, **options) -> JobRequest:
+        try:
+            return cls(**options)
+        except ValidationError as error:
+            raise LaunchError(option_error(error)) from None
+
+
+FIXES = {
+    "name": "use lowercase letters, digits and '-', starting with a letter, up to 46 characters",
+    "nodes": "give a whole number of 1 or more",
+    "workers_per_node": "give a whole number of 1 or more",
+    "image_tag": "use letters, digits, '_', '.' and '-', not starting with '.' or '-'",
+    "step_seconds": "give the longest step of a run in seconds, a number above 0",
+    "checkpoint_gib": "give the size of one checkpoint in GiB, a number above 0",
+}
+
+
+def option_error(error: ValidationError) -> str:
+    """The first validation error as ``--option value: problem; fix``."""
+    detail = error.errors(include_url=False)[0]
+    field = str(detail["loc"][0])
+    return f"--{field.replace('_', '-')} {detail['input']}: {detail['msg'].lower()}; {FIXES.get(field, 'see --help')}"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a request's job runs: its group and what the group runs, workers per node, queue, nodes and image."""
+
+    group: NodeGroup
+    software: NodeGroupSoftware
+    workers: int
+    queue: str
+    nodes: int
+    image: str
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.workers
+
+
+def placement(contract: PlatformContract, request: JobRequest) -> Placement:
+    """The group, workers, queue, nodes and image of ``request``, checked against the platform's capacity: every job
+    of the launcher's, whatever it trains, is placed this way."""
+    group = choose_node_group(contract, request.node_group)
+    workers = request.workers_per_node if request.workers_per_node is not None else group.neuron_cores_per_node
+    if workers > group.neuron_cores_per_node:
+        raise LaunchError(
+            f"--workers-per-node {workers}: a {group.instance_type} has {group.neuron_cores_per_node} "
+            "NeuronCores; use at most one worker per core"
+        )
+    queue = request.queue or contract.queues[0]
+    if queue not in contract.queues:
+        raise LaunchError(f"--queue {queue}: no such Volcano queue; the stack has {', '.join(contract.queues)}")
+    nodes = node_count(contract, group, request.nodes, queue=queue)
+    software = group_software(contract, group, precompile=request.precompile)
+    image = software.training_image if request.image_tag is None else f"{contract.ecr_repository_url}:{request.image_tag}"
+    return Placement(group, software, workers, queue, nodes, image)
+
+
+def group_software(contract: PlatformContract, group: NodeGroup, *, precompile: bool = False) -> NodeGroupSoftware:
+    """What ``group``'s jobs run (``PlatformContract.software``), refusing a backend this launcher does not know and a
+    precompile on a backend that compiles at a job's first steps."""
+    software = contract.software(group)
+    if software.backend not in BACKENDS:
+        raise LaunchError(
+            f"--node-group {group.name}: its training stack {software.training_stack} runs the PyTorch backend "
+            f"'{software.backend}', which this launcher does not know; upgrade trainium-eks's job tools"
+        )
+    if precompile and BACKENDS[software.backend].precompiler is None:
+        raise LaunchError(
+            f"--precompile: node group {group.name} trains with {software.training_stack} ({software.backend} backend), "
+            f"which compiles its graphs at a job's first steps into {contract.neuron_compile_cache_path}, where the "
+            "next jobs find them; drop --precompile"
+        )
+    return software
+
+
+def whole_node_job(
+    contract: PlatformContract,
+    group: NodeGroup,
+    *script_args: str,
+    name: str,
+    queue: str,
+    image: str,
+    backend: str,
+    nnodes: int,
+    nproc_per_node: int,
+    cache_set: str,
+    module: str = "training.pretrain_bert",
+    bf16: bool = True,
+    precompile: bool = False,
+) -> dict:
+    """The Volcano Job of a trainium_ddp run of ``image`` (a ``backend`` image) on whole nodes of ``group``, wired to
+    the platform's services."""
+    app = trainium_ddp(
+        *script_args,
+        image=image,
+        module=module,
+        name=name,
+        nnodes=nnodes,
+        nproc_per_node=nproc_per_node,
+        instance_type=group.instance_type,
+        neuron_devices=group.neuron_devices_per_node,
+        efa_interfaces=group.efa_interfaces_per_node,
+        **whole_node_share(group),
+        etcd_endpoint=contract.etcd_endpoint,
+        claim_name=contract.fsx_claim_name,
+        mount_path=contract.fsx_mount_path,
+        compile_cache=f"{contract.neuron_compile_cache_path}/{cache_set}",
+        backend=backend,
+        bf16=bf16,
+        precompile=precompile,
+    )
+    job = sanitize_for_serialization(app_to_resource(app, queue=queue, service_account=None))
+    return add_platform_scheduling(job, contract, group)
+
+
+def add_platform_scheduling(job: dict, contract: PlatformContract, group: NodeGroup) -> dict:
+    """What TorchX's Kubernetes scheduler cannot set: tolerations, the node group selector (which also tells Karpenter
+    which pool to scale), the namespace, device requests, the job's lifecycle, Karpenter's do-not-disrupt mark and
+    the pods' security settings (``jobs.training_security``)."""
+    job["metadata"]["namespace"] = contract.job_namespace
+    # The gang, stated rather than left to the admission webhook's default: every pod or none. An elastic pool brings
+    # the nodes for the pods that wait; none starts until all fit (Volcano's gang plugin, minAvailable).
+    job["spec"]["minAvailable"] = sum(task["replicas"] for task in job["spec"]["tasks"])
+    job["spec"]["maxRetry"] = JOB_RESTARTS
+    job["spec"]["policies"] = [dict(policy) for policy in JOB_LIFECYCLE]
+    for task in job["spec"]["tasks"]:
+        metadata = task["template"].setdefault("metadata", {})
+        metadata["annotations"] = {**metadata.get("annotations", {}), **DO_NOT_DISRUPT}
+        spec = task["template"]["spec"]
+        spec["tolerations"] = [*spec.get("tolerations", []), *contract.tolerations()]
+        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **group.node_selector}
+        training_security.harden(spec)
+        for container in spec["containers"]:
+            request_devices(container["resources"])
+            container["env"] = [*container.get("env", []), job_version_env()]
+    return job
+
+
+def job_version_env() -> dict:
+    """The job's version from the pod's annotation (downward API), for the run id in torchrun's command."""
+    path = f"metadata.annotations['{JOB_VERSION_ANNOTATION}']"
+    return {"name": JOB_VERSION_ENV, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def request_devices(resources: dict) -> None:
+    """Ask for the Neuron devices and EFA interfaces as requests too: Volcano sizes a job's PodGroup (and checks
+    the queue's capability) from requests, while Kubernetes copies extended-resource limits only later."""
+    devices = {k: v for k, v in resources.get("limits", {}).items() if k in DEVICE_RESOURCES}
+    resources["requests"] = {**resources.get("requests", {}), **devices}
+
+
+def with_grace_period(job: dict, grace: GracePeriod) -> dict:
+    """``job`` with its pods' terminationGracePeriodSeconds and torchrun's shutdown timeout set to ``grace``, and the
+    annotation explaining it: a drained pod's workers finish their step and checkpoint it before the kubelet's SIGKILL
+    (``jobs.grace_period``)."""
+    job["metadata"].setdefault("annotations", {})[GRACE_PERIOD_ANNOTATION] = grace.describe()
+    for task in job["spec"]["tasks"]:
+        spec = task["template"]["spec"]
+        spec.update(grace.pod_spec())
+        for container in spec["containers"]:
+            container["env"] = [*container.get("env", []), *({"name": k, "value": v} for k, v in grace.environment().items())]
+    return job

@@ -1,0 +1,112 @@
+"""What `jobs.rehearsal` runs on CPUs, per workload: the job `jobs.launch` builds for it, what the shared volume must
+hold first, the training options a CPU needs, where rank 0 writes its per-step records and checkpoints, and how a
+worker is killed at a step (``--kill-at``).
+
+- ``bert``: the launcher's BERT job (``training.pretrain_bert``) with the tiny model; the training module kills its own
+  last worker after the step (``--fail-at-step``), as an OOM kill would.
+- ``torchtitan``: the TorchTitan job (``jobs.torchtitan_job``) with the CPU rehearsal's recipe (TorchTitan 0.2.2's
+  llama3 debug model, FSDP2 on gloo) and the generated tokenizer and text (``training.titan_assets``); a worker of the
+  last agent is sent SIGKILL by its pid once the step is recorded. Its DCP checkpoints are the ``step-N`` folders
+  whose ``.metadata`` is written, those TorchTitan resumes from.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from jobs.launch import DATASET, volcano_job
+from jobs.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, stage_dataset
+from jobs.platform_job import JobRequest
+from jobs.rehearsal_report import CHECKPOINT_EVERY, RehearsalRequest, checkpoints
+from jobs.torchtitan_job import CPU_REHEARSAL, MODULE, last_value, titan_job
+from training import titan_assets
+from trainium_eks.contract import PlatformContract
+
+
+def container_command(job: dict) -> list[str]:
+    (container,) = job["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    return container["command"]
+
+
+def workers_of(agent: int, module: str) -> list[int]:
+    """The training workers torchrun (pid ``agent``) started: its children running ``module``."""
+    children = [int(pid) for task in Path(f"/proc/{agent}/task").iterdir() for pid in (task / "children").read_text().split()]
+    return [pid for pid in children if module.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+def complete_checkpoints(folder: Path) -> list[int]:
+    """The steps of the DCP checkpoints TorchTitan would resume from (those whose ``.metadata`` is written)."""
+    return sorted(int(path.name.split("-")[1]) for path in folder.glob("step-*") if (path / ".metadata").exists())
+
+
+def stage_titan_assets(fsx_root: Path, contract: PlatformContract) -> Path:
+    """The CPU recipe's tokenizer and text where its job reads them: under the datasets path on the local volume."""
+    datasets = fsx_root / PurePosixPath(contract.datasets_path).relative_to(contract.fsx_mount_path)
+    return titan_assets.write_assets(datasets / titan_assets.ASSETS)
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    job_name: str
+    build: Callable[[PlatformContract, JobRequest], dict]
+    stage: Callable[[Path, PlatformContract], object]
+    training_args: Callable[[RehearsalRequest], dict[str, str]]
+    output_flag: str  # the option naming the directory of metrics.jsonl
+    saved: Callable[[Path], list[int]]  # the checkpoints' steps, from the output directory
+    kill_module: str | None  # the module whose worker is killed by pid at --kill-at (None: it kills itself)
+
+    def job(self, contract: PlatformContract, request: RehearsalRequest) -> dict:
+        """The job `jobs.launch` builds for the request (refused in one line as the launcher refuses it)."""
+        return self.build(
+            contract,
+            JobRequest(
+                name=self.job_name, nodes=request.nodes, workers_per_node=request.workers_per_node, node_group=request.node_group
+            ),
+        )
+
+    def output_dir(self, job: dict, overrides: CpuOverrides) -> Path:
+        """Where the job's rank 0 writes its records and checkpoints, moved to the local volume."""
+        return Path(overrides.localise(last_value(container_command(job), self.output_flag)))
+
+    def kill_worker(self, agents: Rehearsal) -> None:
+        """SIGKILL to a worker of the last agent, as an OOM kill would."""
+        (worker, *_) = workers_of(agents.agents[-1].process.pid, self.kill_module)
+        os.kill(worker, signal.SIGKILL)
+
+
+def bert_training(request: RehearsalRequest) -> dict[str, str]:
+    fail = {"--fail-at-step": str(request.kill_at)} if request.kill_at else {}
+    return {**TINY_CPU_TRAINING, "--max-steps": str(request.steps), **fail}
+
+
+def titan_training(request: RehearsalRequest) -> dict[str, str]:
+    return {"--training.steps": str(request.steps), "--checkpoint.interval": str(CHECKPOINT_EVERY)}
+
+
+WORKLOADS = {
+    "bert": Workload(
+        name="bert",
+        job_name="berttrain",
+        build=volcano_job,
+        stage=lambda fsx, contract: stage_dataset(fsx, DATASET),
+        training_args=bert_training,
+        output_flag="--output-dir",
+        saved=checkpoints,
+        kill_module=None,
+    ),
+    "torchtitan": Workload(
+        name="torchtitan",
+        job_name="titantrain",
+        build=lambda contract, request: titan_job(contract, request, CPU_REHEARSAL),
+        stage=stage_titan_assets,
+        training_args=titan_training,
+        output_flag="--job.dump_folder",
+        saved=lambda dump_folder: complete_checkpoints(dump_folder / "checkpoint"),
+        kill_module=MODULE,
+    ),
+}

@@ -1,0 +1,262 @@
+"""The Volcano Job of an LLM pre-training run with TorchTitan (``training.titan_train``) on a trn2/trn3 node group.
+
+Built from the platform's contract as `jobs.launch` builds BERT's (``whole_node_job``: torchrun with the etcd
+rendezvous, whole nodes with every Neuron device and EFA interface, the shared volume, the queue, the Trainium taint,
+the group's node selector), with TorchTitan's options:
+
+- the model and its configuration: the recipe the Neuron tutorials give the group's instance type (``RECIPES``);
+- the tokenizer (``--model.hf_assets_path``) and dataset (``--training.dataset_path``) on the shared volume, under the
+  platform's datasetsPath;
+- DCP checkpoints, TorchTitan's ``step-N`` directories, under ``<checkpointsPath>/<job name>/checkpoint`` (its
+  ``--job.dump_folder`` is ``<checkpointsPath>/<job name>``), where the restarted job resumes from the newest;
+  TensorBoard events under ``<tensorboardLogPath>/<job name>``;
+- one rank per NeuronCore the group's nodes advertise, on the group's native training image (its TorchNeuron stack).
+
+TorchTitan options given after ``--`` come after the launcher's: TorchTitan takes the last value of an option given
+twice, so each replaces the launcher's of the same name. TorchNeuron trains Trn2 and Trn3 only (Neuron docs,
+"Quickstart: Install and verify torch-neuronx": "TorchNeuron supports the Trn2 and Trn3 instance families").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from jobs.capacity import LaunchError, choose_node_group
+from jobs.compile_cache import CompileCache
+from jobs.grace_period import BYTES_PER_PARAMETER, GracePeriod
+from jobs.platform_job import COMPILE_CACHE_ANNOTATION, COMPILE_CACHE_INPUTS, JobRequest, placement, whole_node_job
+from training import titan_assets
+from trainium_eks.contract import NodeGroup, PlatformContract
+
+MODULE = "training.titan_train"
+TORCHNEURON_GENERATIONS = ("trn2", "trn3")
+PARALLELISM_ANNOTATION = "trainium-eks/parallelism"
+RECIPE_ANNOTATION = "trainium-eks/titan-recipe"
+
+
+@dataclass(frozen=True)
+class TitanRecipe:
+    """A TorchTitan model and configuration, and where its tokenizer and dataset sit under the datasets path."""
+
+    name: str
+    model_options: tuple[str, ...]  # the TorchTitan options that choose the model and its configuration
+    tensor_parallel: int  # the data-parallel (FSDP) shard degree is what remains of the world: -1 in TorchTitan
+    tokenizer_dir: str
+    dataset: str  # TorchTitan's name of the dataset's loader
+    dataset_dir: str
+    source: str
+    parameters: int | None = None  # the model's, where a source gives its configuration: its checkpoint's size
+
+    @property
+    def checkpoint_bytes(self) -> int | None:
+        """A DCP checkpoint's tensor bytes: TorchTitan keeps fp32 parameters (FSDP2 casts them to
+        ``--training.mixed_precision_param`` for compute only) and AdamW's two moments (its default optimizer, 0.2.2
+        config/job_config.py ``Optimizer.name``), the layout ``jobs.grace_period.BYTES_PER_PARAMETER`` counts."""
+        return None if self.parameters is None else self.parameters * BYTES_PER_PARAMETER
+
+    def parallelism(self, world_size: int) -> str:
+        return f"tensor parallel {self.tensor_parallel} x FSDP {world_size // self.tensor_parallel} ({self.source})"
+
+
+def qwen3_parameter_count(config: dict[str, int]) -> int:
+    """The parameters of a Qwen3 decoder of Hugging Face ``config`` (untied embeddings): the embedding and output
+    matrices, and per layer the attention projections with their query and key norms, the gated MLP and two norms."""
+    hidden, heads, kv_heads, head = (config[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim"))
+    attention = 2 * hidden * heads * head + 2 * hidden * kv_heads * head + 2 * head
+    layer = attention + 3 * hidden * config["intermediate_size"] + 2 * hidden
+    return 2 * config["vocab_size"] * hidden + config["num_hidden_layers"] * layer + hidden
+
+
+# Qwen/Qwen3-8B's config.json on Hugging Face ("tie_word_embeddings": false): some 8.19 billion parameters, the model
+# card's "8.2B".
+QWEN3_8B_CONFIG = {
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 151936,
+}
+
+# Neuron docs, "Tutorial: Run a basic TorchTitan training on Neuron" (training/torchtitan/tutorials/
+# tutorial-basic-training, 2026-10-15): Qwen3-8B, "Module: torchtitan_neuron.models.qwen3", "Config:
+# qwen3_8b_tp4_fsdp16_sac", "tensor-parallel degree 4, data-parallel shard degree -1", eager mode; "TP4 x FSDP16"
+# (tutorial-simple-fsdp-training): 64 ranks, one per NeuronCore of a trn2.48xlarge at LNC 2. The tutorial's sequence
+# length, batch, steps and torchrun line could not be read (the search returns the page's head only, and the
+# aws-neuron/torchtitan-neuron repository cannot be fetched here): the configuration keeps its own, and the options
+# are spelled after the tutorial's Module and Config fields. The Qwen3-8B tokenizer and the c4 text are staged
+# under the datasets path by the user.
+QWEN3_8B_TRN2 = TitanRecipe(
+    name="qwen3-8b",
+    model_options=("--module", "torchtitan_neuron.models.qwen3", "--config", "qwen3_8b_tp4_fsdp16_sac"),
+    tensor_parallel=4,
+    tokenizer_dir="qwen3-8b/tokenizer",
+    dataset="c4",
+    dataset_dir="c4",
+    source="Neuron tutorial qwen3_8b_tp4_fsdp16_sac",
+    parameters=qwen3_parameter_count(QWEN3_8B_CONFIG),
+)
+RECIPES = {"trn2.48xlarge": QWEN3_8B_TRN2}
+
+# The CPU rehearsal's: TorchTitan 0.2.2's llama3 debug model (dim 256, 6 layers, 16 heads; models/llama3/__init__.py)
+# on short sequences, with the generated assets of training/titan_assets.py; every step logged.
+# fmt: off
+DEBUG_MODEL_OPTIONS = (
+    "--model.name", "llama3", "--model.flavor", "debugmodel",
+    "--training.seq_len", "128", "--training.local_batch_size", "2", "--metrics.log_freq", "1",
+)
+# fmt: on
+CPU_REHEARSAL = TitanRecipe(
+    name="llama3-debug",
+    model_options=DEBUG_MODEL_OPTIONS,
+    tensor_parallel=1,
+    tokenizer_dir=f"{titan_assets.ASSETS}/{titan_assets.TOKENIZER_DIR}",
+    dataset=titan_assets.DATASET,
+    dataset_dir=f"{titan_assets.ASSETS}/{titan_assets.TEXT_DIR}",
+    source="TorchTitan 0.2.2 llama3 debugmodel",
+)
+
+# The options naming directories every pod must find again after a restart: on the shared volume.
+VOLUME_OPTIONS = ("--job.dump_folder", "--model.hf_assets_path", "--training.dataset_path", "--metrics.save_tb_folder")
+
+
+def recipe_of(group: NodeGroup) -> TitanRecipe:
+    recipe = RECIPES.get(group.instance_type)
+    if recipe is None:
+        cited = ", ".join(RECIPES)
+        raise LaunchError(
+            f"--node-group {group.name}: no cited TorchTitan Neuron configuration for a {group.instance_type} "
+            f"(the Neuron tutorials' are for {cited}); choose a group of those"
+        )
+    return recipe
+
+
+def titan_options(contract: PlatformContract, request: JobRequest, recipe: TitanRecipe) -> list[str]:
+    """TorchTitan's command line: the platform's directories, the recipe, then the options given after ``--``."""
+    options = [
+        *("--job.dump_folder", f"{contract.checkpoints_path}/{request.name}"),
+        "--checkpoint.enable",
+        *("--model.hf_assets_path", f"{contract.datasets_path}/{recipe.tokenizer_dir}"),
+        *("--training.dataset", recipe.dataset),
+        *("--training.dataset_path", f"{contract.datasets_path}/{recipe.dataset_dir}"),
+        "--metrics.enable_tensorboard",
+        # an absolute folder: TorchTitan joins it to the dump folder (os.path.join keeps the absolute one)
+        *("--metrics.save_tb_folder", f"{contract.tensorboard_log_path}/{request.name}"),
+        *recipe.model_options,
+        *given_options(request),
+    ]
+    for flag in VOLUME_OPTIONS:
+        on_shared_volume(contract, flag, last_value(options, flag))
+    return options
+
+
+def given_options(request: JobRequest) -> tuple[str, ...]:
+    """The options the request adds to the recipe's: float32 with ``--no-bf16`` (TorchTitan's FSDP computes in
+    bfloat16 by default, ``--training.mixed_precision_param``, 0.2.2 config/job_config.py), then those given after
+    ``--``."""
+    precision = () if request.bf16 else ("--training.mixed_precision_param", "float32")
+    return (*precision, *request.training_args)
+
+
+def last_value(options: list[str], flag: str) -> str:
+    """The value TorchTitan takes for ``flag``: its last, given as ``--flag value`` or ``--flag=value``."""
+    value = ""
+    for position, option in enumerate(options):
+        if option == flag and position + 1 < len(options):
+            value = options[position + 1]
+        elif option.startswith(f"{flag}="):
+            value = option.split("=", 1)[1]
+    return value
+
+
+def on_shared_volume(contract: PlatformContract, flag: str, value: str) -> None:
+    path, mount = PurePosixPath(value), PurePosixPath(contract.fsx_mount_path)
+    if ".." in path.parts or not path.is_relative_to(mount):
+        raise LaunchError(
+            f"{flag} {value} after --: not on the shared volume; give a path under {mount}, where every pod mounts it "
+            "(what a pod writes elsewhere is lost when it restarts)"
+        )
+
+
+def titan_compile_cache(
+    recipe: TitanRecipe, given: tuple[str, ...], world_size: int, instance_type: str, stack: str, image: str
+) -> CompileCache:
+    """The NEFF cache of a configuration (``jobs.compile_cache``'s reasons): the recipe's options and those given after
+    ``--`` shape the graphs, the directories do not (jobs of any name share it)."""
+    inputs = {
+        "recipe": recipe.name,
+        "options": " ".join((*recipe.model_options, *given)),
+        "worldSize": world_size,
+        "instanceType": instance_type,
+        "trainingStack": stack,
+        "image": image.rpartition(":")[2],
+    }
+    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]
+    return CompileCache(f"titan-{recipe.name}-{digest}", inputs)
+
+
+def titan_job(contract: PlatformContract, request: JobRequest, recipe: TitanRecipe | None = None) -> dict:
+    """The Volcano Job of ``request`` on its node group, with ``recipe`` (default: the group's tutorial recipe)."""
+    group = choose_node_group(contract, request.node_group)
+    generation = contract.software(group).generation
+    if generation not in TORCHNEURON_GENERATIONS:
+        raise LaunchError(
+            f"--node-group {group.name}: a {group.instance_type} is {generation}; TorchTitan Neuron runs on "
+            "TorchNeuron, which trains Trn2 and Trn3 only; choose a trn2 or trn3 group"
+        )
+    recipe = recipe or recipe_of(group)
+    placed = placement(contract, request)
+    if placed.world_size % recipe.tensor_parallel:
+        raise LaunchError(
+            f"--nodes {placed.nodes}: {placed.world_size} ranks do not split into tensor-parallel groups of "
+            f"{recipe.tensor_parallel} ({recipe.source}); use a multiple of {recipe.tensor_parallel} ranks"
+        )
+    options = titan_options(contract, request, recipe)
+    cache = titan_compile_cache(
+        recipe, given_options(request), placed.world_size, group.instance_type, placed.software.training_stack, placed.image
+    )
+    job = whole_node_job(
+        contract,
+        group,
+        *options,
+        name=request.name,
+        queue=placed.queue,
+        image=placed.image,
+        backend=placed.software.backend,
+        nnodes=placed.nodes,
+        nproc_per_node=placed.workers,
+        cache_set=cache.name,
+        module=MODULE,
+        bf16=False,  # the component's --bf16 is BERT's option; TorchTitan's precision is among its options above
+    )
+    job["metadata"].setdefault("annotations", {}).update(
+        {
+            COMPILE_CACHE_ANNOTATION: f"{contract.neuron_compile_cache_path}/{cache.name}",
+            COMPILE_CACHE_INPUTS: cache.describe(),
+            PARALLELISM_ANNOTATION: recipe.parallelism(placed.world_size),
+            RECIPE_ANNOTATION: " ".join(recipe.model_options),
+        }
+    )
+    return job
+
+
+def titan_grace_period(contract: PlatformContract, request: JobRequest, throughput_mb_s: float) -> GracePeriod:
+    """The pods' grace period of ``request``'s TorchTitan job (``jobs.grace_period``): its checkpoint from
+    ``--checkpoint-gib`` or the recipe's sourced model, its step from ``--step-seconds`` (no source gives one: left
+    out without it)."""
+    group = choose_node_group(contract, request.node_group)
+    recipe = recipe_of(group)
+    if request.checkpoint_gib is not None:
+        checkpoint = round(request.checkpoint_gib * 1024**3)
+    elif recipe.checkpoint_bytes is not None:
+        checkpoint = recipe.checkpoint_bytes
+    else:
+        raise LaunchError(
+            f"--checkpoint-gib: no sourced model size for {recipe.name}; give one checkpoint's size in GiB "
+            "(`du -s` of a step-N folder) to size the pods' termination grace period"
+        )
+    return GracePeriod(checkpoint, throughput_mb_s, request.step_seconds)

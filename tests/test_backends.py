@@ -1,0 +1,70 @@
+"""One training script for every backend (`training/backend.py`): what each backend maps to, that `--device auto` takes
+what the image provides, and that a named backend the image lacks is refused in one line. Only the CPU runs here: the
+XLA and native paths are checked by what they would call, not run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch._dynamo.exc import InvalidBackend
+
+from preflight.stackfile import REPO_ROOT
+from training import backend as backends
+from training import options
+
+DEVICE = next(option for option in options.OPTIONS if option.flag == "--device")
+ABSENT = [name for name, backend in backends.BACKENDS.items() if not backend.present()]
+
+
+def test_every_backend_is_a_device_choice_and_auto_is_the_default():
+    assert set(DEVICE.choices) == {"auto", *backends.BACKENDS} and DEVICE.default == "auto"
+
+
+def test_each_backend_maps_to_its_process_group_and_gradient_path():
+    xla, neuron, cpu = (backends.BACKENDS[name] for name in ("xla", "neuron", "cpu"))
+    # PyTorch/XLA: xm.optimizer_step all-reduces the gradients, bf16 comes from XLA_DOWNCAST_BF16, nothing compiles
+    assert (xla.process_group, xla.ddp, xla.autocast, xla.compiler) == ("xla", False, False, None)
+    # TorchNeuron: its "neuron" process group under DDP, torch.autocast on the device, torch.compile(backend="neuron")
+    assert (neuron.process_group, neuron.ddp, neuron.autocast, neuron.compiler) == ("neuron", True, True, "neuron")
+    assert (cpu.process_group, cpu.ddp, cpu.autocast, cpu.compiler) == ("gloo", True, True, None)
+
+
+def test_auto_takes_the_first_backend_the_image_provides():
+    if backends.BACKENDS["xla"].present() or backends.BACKENDS["neuron"].present():
+        pytest.skip("this machine has an accelerator backend")
+    chosen = backends.select("auto")
+    assert chosen is backends.BACKENDS["cpu"] and chosen.device() == torch.device("cpu")
+
+
+def test_the_native_backend_compiles_with_torch_compiles_neuron_backend():
+    """Here torch.compile knows no "neuron" backend (TorchNeuron registers it), so it refuses the name: proof that the
+    model goes to torch.compile(backend="neuron"). The CPU's model is not compiled."""
+    module = torch.nn.Linear(2, 2)
+    if backends.BACKENDS["neuron"].present():
+        pytest.skip("TorchNeuron is installed: the neuron compiler exists")
+    with pytest.raises(InvalidBackend, match="neuron"):
+        backends.BACKENDS["neuron"].compile(module)
+    assert backends.BACKENDS["cpu"].compile(module) is module
+
+
+@pytest.mark.parametrize("device", ABSENT)
+def test_a_backend_the_image_lacks_is_refused_in_one_line_before_training(device, tmp_path):
+    command = [sys.executable, "-m", "training.pretrain_bert", "--data-dir", str(tmp_path / "none"),
+               "--output-dir", str(tmp_path / "out"), "--device", device]  # fmt: skip
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    line = result.stderr.strip()
+    assert "\n" not in line and line.startswith(f"--device {device} needs ") and "--device cpu" in line
+    assert backends.BACKENDS[device].provided_by in line
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+def test_bf16_autocasts_on_the_cpu_and_not_when_off():
+    cpu = backends.BACKENDS["cpu"]
+    with cpu.autocast_context(bf16=True):
+        assert torch.mm(torch.ones(2, 2), torch.ones(2, 2)).dtype == torch.bfloat16
+    with cpu.autocast_context(bf16=False):
+        assert torch.mm(torch.ones(2, 2), torch.ones(2, 2)).dtype == torch.float32
