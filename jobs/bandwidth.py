@@ -11,7 +11,7 @@ from jobs.capacity import LaunchError, whole_node_share
 from jobs.check_pods import check_image, hardened, run_once, torchrun_check, two_efa_nodes
 from jobs.components import COLLECTIVES_ENVIRONMENT, EFA_ENVIRONMENT, whole_node_resource
 from jobs.platform_job import add_platform_scheduling, group_software
-from trainium_eks import catalog
+from trainium_eks import acceptance_floors, catalog
 from trainium_eks.contract import NodeGroup, PlatformContract
 from trainium_eks.pod_security import root_pod_security_context
 
@@ -72,7 +72,7 @@ def _launcher_script(group: NodeGroup, floor: float) -> str:
 
 def efa_bandwidth(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
     """nccom-test's all-reduce across two whole nodes, judged against the instance type's floor of its line rate."""
-    floor = catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION.get(group.instance_type)
+    floor = acceptance_floors.ACCEPTANCE_BUS_BANDWIDTH_FRACTION.get(group.instance_type)
     two_efa_nodes(contract, group, "efa-bandwidth", floor)
     image = check_image(contract, group)
     efa_env = {**COLLECTIVES_ENVIRONMENT, **EFA_ENVIRONMENT}
@@ -129,9 +129,9 @@ EAGER_COLLECTIVES = ("neuron",)
 
 def collective_bandwidth(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
     """torch.distributed's all-reduce across two whole nodes on the group's image and process group (one rank per
-    NeuronCore), judged against the same floor of the line rate as nccom-test's (catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION:
-    for trn2 an engineering choice, not a published figure)."""
-    floor = catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION.get(group.instance_type)
+    NeuronCore), judged against the same floor of the line rate as nccom-test's (``acceptance_floors``: for trn2 an
+    engineering choice, not a published figure)."""
+    floor = acceptance_floors.ACCEPTANCE_BUS_BANDWIDTH_FRACTION.get(group.instance_type)
     software = group_software(contract, group)
     if software.backend not in EAGER_COLLECTIVES:
         raise LaunchError(

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from preflight.stackfile import REPO_ROOT
-from trainium_eks import catalog, versions
+from trainium_eks import acceptance_floors, catalog, versions
 
 
 @pytest.mark.parametrize("name", catalog.TRAINIUM_TYPES)
@@ -78,7 +78,7 @@ def test_types_without_efa_have_no_layout():
 @pytest.mark.parametrize("name", [n for n in catalog.TRAINIUM_TYPES if catalog.INSTANCE_TYPES[n].supports_efa])
 def test_every_efa_type_has_a_bandwidth_floor_that_one_interface_cannot_reach(name):
     spec = catalog.INSTANCE_TYPES[name]
-    floor = catalog.ACCEPTANCE_BUS_BANDWIDTH_FRACTION[name]
+    floor = acceptance_floors.ACCEPTANCE_BUS_BANDWIDTH_FRACTION[name]
     assert 0 < floor < 1 and spec.network_bandwidth_gbps > 0
     # Two nodes' all-reduce: bus bandwidth is at most 2(r-1)/r times what the network carries per node. A node left
     # with one working EFA interface (line rate / interfaces) must fall below the floor.
