@@ -75,7 +75,8 @@ image: $(STAMP)
 	repo="$$(pulumi stack output ecrRepositoryUrl --stack $(STACK))"; \
 	region="$$(pulumi stack output region --stack $(STACK))"; \
 	aws ecr get-login-password --region "$$region" | docker login --username AWS --password-stdin "$${repo%%/*}"; \
-	echo "$$builds" | while read -r dockerfile target tag; do \
-	  docker build -f "$$dockerfile" --target "$$target" -t "$$repo:$$tag" .; \
+	echo "$$builds" | while read -r dockerfile target tag args; do \
+	  set --; for arg in $$args; do set -- "$$@" --build-arg "$$arg"; done; \
+	  docker build -f "$$dockerfile" --target "$$target" "$$@" -t "$$repo:$$tag" .; \
 	  docker push "$$repo:$$tag"; \
 	done

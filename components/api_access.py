@@ -23,6 +23,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.https_groups import https_group
+from trainium_eks import tokens
 
 # Burstable arm64 with 0.5 GiB: the session agent forwards bytes and does nothing else. Standard credits: a T4g
 # launches "unlimited" by default and would bill surplus credits (EC2 User Guide, "Burstable performance instances").
@@ -86,7 +87,7 @@ class ApiAccessHost(pulumi.ComponentResource):
     users_policy_arn: pulumi.Output[str]
 
     def __init__(self, name: str, args: ApiAccessArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("trainium-eks:api-access:ApiAccessHost", name, None, opts)
+        super().__init__(tokens.API_ACCESS_HOST_COMPONENT, name, None, opts)
         tags = dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
         host_name = f"{args.name}-api-access"

@@ -65,6 +65,9 @@ class ClusterArgs:
     # Security groups inside the VPC whose members reach the API endpoint (the deploy runner's, the access host's):
     # the private endpoint answers from the VPC only where the cluster security group admits 443 from the client.
     api_client_security_group_ids: Sequence[pulumi.Input[str]] = ()
+    # What `pulumi destroy` reaches the API through (the network, the deploy runner, the access host): the Kubernetes
+    # provider depends on it, so that every Kubernetes object is deleted before any of it (preflight/destroy_access.py).
+    api_access_path: Sequence[pulumi.Resource] = ()
 
 
 class Cluster(pulumi.ComponentResource):
@@ -222,7 +225,12 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-k8s",
             kubeconfig=control_plane.kubeconfig_json,
             enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=api_clients),  # reach the API before using it
+            # Reach the API before using it, and keep the way there until the last Kubernetes object is deleted. The
+            # SDK records a component dependency as one on each of its resources (pulumi sdk/python/lib/pulumi/runtime/
+            # rpc.py, _add_dependency). The engine updates or replaces a resource for its inputs, provider, replaceWith
+            # or deletedWith, never its dependencies (pkg/resource/deploy/step_generator.go, diff): no deployed
+            # resource changes.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*api_clients, *args.api_access_path]),
         )
 
         self.block_storage_class = self._block_storage(name, cfg, control_plane, tags, args.protect)

@@ -19,7 +19,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.https_groups import https_group
-from trainium_eks import versions
+from trainium_eks import tokens, versions
 from trainium_eks.config import BOOTSTRAP_VARIABLE, DeployRunnerConfig
 
 # 4 vCPUs and 7 GB (CodeBuild "Build environment compute types"): the Pulumi engine, the Node.js eks provider and
@@ -122,7 +122,7 @@ class DeployRunner(pulumi.ComponentResource):
     security_group_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: DeployRunnerArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("trainium-eks:deploy-runner:DeployRunner", name, None, opts)
+        super().__init__(tokens.DEPLOY_RUNNER_COMPONENT, name, None, opts)
         cfg = args.config
         tags = dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)

@@ -15,7 +15,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.endpoints import EndpointsArgs, EndpointService, VpcEndpoints
-from trainium_eks import layout
+from trainium_eks import layout, tokens
 from trainium_eks.config import NetworkConfig
 
 # Private subnets take the first half of the VPC CIDR in four equal blocks (up to four AZs), public subnets
@@ -80,7 +80,7 @@ class Network(pulumi.ComponentResource):
     private_routing: list[pulumi.Resource]
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("trainium-eks:network:Network", name, None, opts)
+        super().__init__(tokens.NETWORK_COMPONENT, name, None, opts)
         cfg = args.config
         child = pulumi.ResourceOptions(parent=self)
 

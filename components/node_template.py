@@ -29,8 +29,8 @@ import pulumi
 import pulumi_aws as aws
 
 from trainium_eks import layout, nodeadm
-from trainium_eks.catalog import NetworkInterfaceSlot
 from trainium_eks.config import CapacityReservation
+from trainium_eks.hardware import NetworkInterfaceSlot
 
 ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimised AL2023 AMIs
 IMDS_HOP_LIMIT = 1  # see the module docstring

@@ -125,6 +125,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 protect=protect,
                 node_monitoring_agent=config.node_health.monitoring_agent,
                 api_client_security_group_ids=api_clients,
+                api_access_path=[network, *(client for client in (runner, access) if client is not None)],
             ),
             opts=child,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from trainium_eks import layout
 from trainium_eks.contract import NodeGroup, PlatformContract
+from trainium_eks.wording import counted
 
 RESERVED_VCPUS = 4  # kubelet, the VPC CNI and the device-plugin DaemonSets
 MEMORY_FRACTION = 0.9
@@ -68,11 +69,11 @@ def node_count(
     if nodes > ceiling:
         if contract.elastic(group):
             raise LaunchError(
-                f"--nodes {nodes}: elastic node group {group.name} grows to {ceiling} nodes at most (maxSize); "
+                f"--nodes {nodes}: elastic node group {group.name} grows to {counted(ceiling, 'node')} at most (maxSize); "
                 "raise its maxSize or lower --nodes"
             )
         raise LaunchError(
-            f"--nodes {nodes}: node group {group.name} runs {ceiling} nodes "
+            f"--nodes {nodes}: node group {group.name} runs {counted(ceiling, 'node')} "
             f"({nodes * group.neuron_cores_per_node} cores asked, {ceiling * group.neuron_cores_per_node} "
             "provisioned); scale the node group (desiredSize), make it elastic, or lower --nodes"
         )

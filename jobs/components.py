@@ -1,4 +1,5 @@
-"""TorchX component for data-parallel training on Trainium: `torchrun` with etcd rendezvous, per node.
+"""TorchX component for data-parallel training on Trainium: `torchrun` with etcd rendezvous, per node (run by the
+platform's entrypoint, ``training.agent``).
 
 Unlike TorchX's ``dist.ddp``, it points the rendezvous at the platform's etcd Service (``dist.ddp`` can only
 use rank 0's host), asks for whole Trainium nodes (all Neuron devices and EFA interfaces), mounts the FSx
@@ -18,6 +19,9 @@ NEURON_DEVICE = layout.NEURON_DEVICE_RESOURCE
 EFA_DEVICE = layout.EFA_RESOURCE
 ROLE = "worker"
 RENDEZVOUS_BACKEND = "etcd-v2"
+# torchrun, run by the platform's entrypoint, which exits 143 when SIGTERM stops it instead of torchrun's 1, the status
+# of a crash budget spent: Volcano restarts a drained job by that exit code (``training/agent.py``, ``jobs.platform_job``).
+AGENT_COMMAND = ("python", "-m", "training.agent")
 # The Volcano Job's version (the pod annotation volcano.sh/job-version), which the launcher exposes to the
 # container under this name; the kubelet expands $(NAME) in the command.
 JOB_VERSION_ENV = "VOLCANO_JOB_VERSION"
@@ -142,8 +146,7 @@ def trainium_ddp(
         precompile: wrap the run in neuron_parallel_compile (compiles and caches the graphs, trains nothing; xla only)
         max_restarts: times torchrun restarts the workers of every node after one of them fails
     """
-    torchrun = [
-        "torchrun",
+    torchrun_args = [
         f"--nnodes={nnodes}",
         f"--nproc_per_node={nproc_per_node}",
         # etcd-v2 rewrites the run's state on every heartbeat, which renews its TTL; torch's older "etcd"
@@ -163,7 +166,9 @@ def trainium_ddp(
     precompiler = BACKENDS[backend].precompiler
     if precompile and precompiler is None:
         raise ValueError(f"precompile: the {backend} backend compiles at a job's first steps; drop precompile")
-    command = [precompiler, *torchrun] if precompile else torchrun
+    # neuron_parallel_compile wraps torchrun itself, with its own exit status on SIGTERM: a drained precompile pod
+    # restarts its job by its eviction (PodEvicted), not by exit code 143.
+    command = [precompiler, "torchrun", *torchrun_args] if precompile else [*AGENT_COMMAND, *torchrun_args]
     return specs.AppDef(
         name=name,
         roles=[

@@ -17,6 +17,11 @@ case, one whole step plus one checkpoint write:
 Where no source gives the step's time (any pairing but the tutorial's), the step is left out and the description says
 so: the pods still get the checkpoint write and the margin, and ``--step-seconds`` adds the step.
 
+On a Capacity Block's node a drain has ``CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS`` (Karpenter drains it ten minutes before
+EC2 reclaims it), so the launcher refuses a job whose grace period exceeds it and names what would fit: the file
+system throughput and, where the step is counted, the longest step. With the step not known, the known terms must fit
+and the verdict says how long the uncounted step may take.
+
 ``job_grace_period`` is what the launcher calls; ``grace_period_seconds`` is the formula alone.
 """
 
@@ -37,10 +42,15 @@ KUBERNETES_DEFAULT_GRACE_SECONDS = 30
 # (torch.optim.AdamW). training/checkpoint.py writes exactly these; tests/test_grace_period.py measures one.
 FP32_BYTES = 4
 BYTES_PER_PARAMETER = FP32_BYTES * (1 + 2)
-# Karpenter drains a Capacity Block's nodes ten minutes before EC2 begins to reclaim its instances (Karpenter docs,
-# "Capacity Reservations"; EC2 reclaims them from 30 minutes before the block's end, EC2 User Guide "Capacity Blocks"):
-# a longer grace period than that is cut short when the instances go.
-CAPACITY_BLOCK_NOTICE_SECONDS = 10 * 60
+# The time a drained pod has on a Capacity Block's node: Karpenter "will begin to drain the node 10 minutes before EC2
+# begins reclaiming the capacity (40 minutes before the end date)", and EC2, "with 30 minutes left", begins
+# "terminating any instances that are running in the Capacity Block" (karpenter-provider-aws v1.14.1
+# designs/capacity-block-support.md, lines 93-102, quoting the EC2 User Guide "Capacity Blocks for ML"; EC2 User
+# Guide "Monitor Capacity Blocks using EventBridge": the warning 40 minutes before the end says the instances "will
+# begin to terminate in 10 minutes"). A longer grace period is cut short when the instance goes.
+CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS = 10 * 60
+# What of the window the step and the checkpoint's write may take: the rest is the exit's margin.
+STEP_AND_WRITE_WINDOW_SECONDS = CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS - KUBERNETES_DEFAULT_GRACE_SECONDS
 # The only sourced step rate: the reference tutorial's BERT-large on two trn1.32xlarge, 64 workers at batch 16 and
 # 32 micro-batches, bf16, logged 6449.36 sequences/s, the lowest of its samples (aws-neuron/aws-neuron-eks-samples,
 # dp_bert_hf_pretrain README). Per worker: data parallel, a step is each worker's own batch at this rate.
@@ -94,8 +104,52 @@ class GracePeriod:
         return grace_period_seconds(self.checkpoint_bytes, self.throughput_mb_s, self.step_seconds)
 
     @property
-    def fits_capacity_block_notice(self) -> bool:
-        return self.seconds <= CAPACITY_BLOCK_NOTICE_SECONDS
+    def write_seconds(self) -> float:
+        return self.checkpoint_bytes / (self.throughput_mb_s * MB)
+
+    @property
+    def fits_capacity_block_window(self) -> bool:
+        """Whether the drain ends before EC2 reclaims a Capacity Block's node (the step, where not known, left out)."""
+        return self.seconds <= CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS
+
+    def throughput_to_fit(self) -> int | None:
+        """The lowest whole MB/s at which the checkpoint's write fits the window beside the step and the exit; None
+        where the step and the exit alone fill it."""
+        time_to_write = STEP_AND_WRITE_WINDOW_SECONDS - (self.step_seconds or 0.0)
+        return math.ceil(self.checkpoint_bytes / (time_to_write * MB)) if time_to_write > 0 else None
+
+    def step_to_fit(self) -> int | None:
+        """The longest whole-second step that fits the window beside the write and the exit; None where they fill it."""
+        longest = math.floor(STEP_AND_WRITE_WINDOW_SECONDS - self.write_seconds)
+        return longest if longest > 0 else None
+
+    def capacity_block_verdict(self) -> str:
+        """Whether the drain fits a Capacity Block's window, in words: the time to spare (what a step not counted may
+        take), or what would make it fit: the file system throughput (``fsxThroughputMBps``) or a shorter step."""
+        window = f"a Capacity Block's {CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS} s drain window"
+        if self.fits_capacity_block_window:
+            spare = CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS - self.seconds
+            step = f"; the step, not counted, must take under {spare} s" if self.step_seconds is None else ""
+            return f"a drain takes {self.seconds} s, within {window} ({spare} s to spare{step})"
+        step = "step not counted" if self.step_seconds is None else f"{self.step_seconds:g} s step"
+        terms = (
+            f"{self.checkpoint_bytes / 1000**3:.2f} GB checkpoint at {self.throughput_mb_s:.0f} MB/s, {step}, "
+            f"{KUBERNETES_DEFAULT_GRACE_SECONDS} s to exit"
+        )
+        throughput, longest = self.throughput_to_fit(), self.step_to_fit()
+        faster = f"fsxThroughputMBps >= {throughput} MB/s (fsxStorageCapacityGiB x fsxThroughputPerTiB)"
+        shorter = f"a step <= {longest} s"
+        if throughput is None and longest is None:  # the step and the write each fill the window alone
+            needs = f"a step under {STEP_AND_WRITE_WINDOW_SECONDS} s and a faster file system"
+        elif throughput is None:
+            needs = shorter
+        elif self.step_seconds is None:
+            needs = f"{faster}, more for the step"
+        elif longest is None:
+            needs = faster
+        else:
+            needs = f"{faster} or {shorter}"
+        return f"a drain takes {self.seconds} s ({terms}), over {window}; it needs {needs}"
 
     def pod_spec(self) -> dict[str, int]:
         """What the launcher sets in each task's pod spec."""

@@ -17,8 +17,11 @@ option of that name (its directories on the shared volume, the tutorial's batch)
 Every job's pods get a termination grace period long enough for a drain to lose no step (`jobs.grace_period`): a
 step, a checkpoint written at the file system's throughput (the contract's ``fsxThroughputMBps``) and Kubernetes'
 default. Where no source gives the step's time, the period leaves it out and says so (``--step-seconds`` adds it);
-where none gives the checkpoint's size, the launcher asks for it (``--checkpoint-gib``). Exit status: 0 submitted
-(or printed), 2 bad input (one line on stderr).
+where none gives the checkpoint's size, the launcher asks for it (``--checkpoint-gib``). On a group whose nodes run in a
+Capacity Block, a drain has ten minutes before EC2 reclaims the node (``jobs.grace_period``): a job whose grace period
+is longer is refused, with the file system throughput (``fsxThroughputMBps``) and the step time that would fit; with
+the step not known, the other terms must fit and the launcher says how long the step may take. Exit status: 0
+submitted (or printed), 2 bad input (one line on stderr).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from jobs.compile_cache import compile_cache
 from jobs.grace_period import KUBERNETES_DEFAULT_GRACE_SECONDS, GracePeriod, job_grace_period
 from jobs.kube_api import submit
 from jobs.outputs import add_team_option, read_contract, report_bad_input, workspace
+from jobs.paths import run_directory
 from jobs.platform_job import (
     COMPILE_CACHE_ANNOTATION,
     COMPILE_CACHE_INPUTS,
@@ -47,8 +51,9 @@ from jobs.platform_job import (
 )
 from jobs.torchtitan_job import titan_grace_period, titan_job
 from training import options
-from trainium_eks.cli import OneLineParser, UsageError
-from trainium_eks.contract import PlatformContract
+from trainium_eks import catalog
+from trainium_eks.cli import OneLineParser, UsageError, description
+from trainium_eks.contract import NodeGroup, PlatformContract
 
 DATASET = "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
 PRECOMPILE_STEPS = 10  # a few steps trace every graph
@@ -102,12 +107,22 @@ def bert_grace_period(contract: PlatformContract, request: JobRequest, throughpu
 
 WORKLOADS = {"bert": (volcano_job, bert_grace_period), "torchtitan": (titan_job, titan_grace_period)}
 DEFAULT_NAMES = {"bert": "berttrain", "torchtitan": "qwen3train"}
+# Whether a drain of the job's pods fits a Capacity Block's window, on a group whose nodes run in one.
+CAPACITY_BLOCK_ANNOTATION = "trainium-eks/capacity-block-drain"
+
+
+def in_capacity_block(contract: PlatformContract, group: NodeGroup) -> bool:
+    """Whether ``group``'s nodes run in a Capacity Block, as far as the contract tells: a type its region sells in
+    Capacity Blocks only (``catalog``: trn2.48xlarge in us-east-2) does, since the stack refuses it any other way
+    (``trainium_eks/config/node_groups.py``); which reservation another group targets is not in the contract."""
+    spec = catalog.INSTANCE_TYPES.get(group.instance_type)
+    return spec is not None and spec.block_only(contract.region)
 
 
 def launched_job(contract: PlatformContract, request: JobRequest, workload: str = "bert") -> dict:
-    """The Volcano Job of ``workload`` for ``request``, its pods given the grace period a drain needs; on a platform
-    older than contract 1.6.0, which publishes no file system throughput, Kubernetes' default, and the annotation says
-    why."""
+    """The Volcano Job of ``workload`` for ``request``, its pods given the grace period a drain needs, refused where
+    its nodes run in a Capacity Block and that drain does not fit the block's window; on a platform older than contract
+    1.6.0, which publishes no file system throughput, Kubernetes' default, and the annotation says why."""
     build, grace_period = WORKLOADS[workload]
     job = build(contract, request)
     if contract.fsx_throughput_mbps is None:
@@ -116,7 +131,13 @@ def launched_job(contract: PlatformContract, request: JobRequest, workload: str 
             "fsxThroughputMBps to size a drain's checkpoint write by; upgrade the platform stack"
         )
         return job
-    return with_grace_period(job, grace_period(contract, request, contract.fsx_throughput_mbps))
+    grace = grace_period(contract, request, contract.fsx_throughput_mbps)
+    group = choose_node_group(contract, request.node_group)
+    if in_capacity_block(contract, group):
+        if not grace.fits_capacity_block_window:
+            raise LaunchError(f"--node-group {group.name}: {grace.capacity_block_verdict()}")
+        job["metadata"]["annotations"][CAPACITY_BLOCK_ANNOTATION] = grace.capacity_block_verdict()
+    return with_grace_period(job, grace)
 
 
 def training_options(contract: PlatformContract, request: JobRequest) -> dict[str, Any]:
@@ -131,7 +152,8 @@ def training_options(contract: PlatformContract, request: JobRequest) -> dict[st
         raise LaunchError("--bf16 after --: the launcher passes it itself (bf16 is its default); --no-bf16 turns it off")
     chosen = {
         "data_dir": f"{contract.datasets_path}/{DATASET}",
-        "output_dir": f"{contract.checkpoints_path}/{request.name}",
+        # The run's own: another node group's run of the same name never resumes from these checkpoints.
+        "output_dir": run_directory(contract, request.name, choose_node_group(contract, request.node_group)),
         "tensorboard_dir": f"{contract.tensorboard_log_path}/{request.name}",
         "batch_size": 16,
         "grad_accum_steps": 32,
@@ -164,7 +186,7 @@ def add_api_tunnel_option(p: OneLineParser) -> None:
 
 
 def parser() -> OneLineParser:
-    p = OneLineParser(prog="python -m jobs.launch", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m jobs.launch", description=description(__doc__))
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
     source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
@@ -231,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
             f"termination grace period {annotations[GRACE_PERIOD_ANNOTATION]}",
             file=sys.stderr,
         )
+        if CAPACITY_BLOCK_ANNOTATION in annotations:
+            print(f"Capacity Block: {annotations[CAPACITY_BLOCK_ANNOTATION]}", file=sys.stderr)
         if args.dryrun:
             print(json.dumps(job, indent=2, sort_keys=True) if args.json else yaml.safe_dump(job, sort_keys=False))
         else:

@@ -18,21 +18,21 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.components import JOB_VERSION_ANNOTATION
+from jobs.components import AGENT_COMMAND, JOB_VERSION_ANNOTATION
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ANNOTATION_FIELD = re.compile(r"metadata\.annotations\['([^']+)'\]")
 VARIABLE_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
-# torchrun, with an optional shorter TTL for etcd-v2's rendezvous state (the keep-alive test needs a run to
-# outlive it; torch does not expose the TTL as a rendezvous option).
+# The pods' entrypoint (training.agent: torchrun), with an optional shorter TTL for etcd-v2's rendezvous state (the
+# keep-alive test needs a run to outlive it; torch does not expose the TTL as a rendezvous option).
 AGENT = """
 import sys
 from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import EtcdRendezvousBackend
-from torch.distributed.run import main
+from training.agent import main
 ttl = sys.argv.pop(1)
 if ttl:
     EtcdRendezvousBackend._DEFAULT_TTL = int(ttl)
-main(sys.argv[1:])
+sys.exit(main(sys.argv[1:]))
 """
 
 
@@ -70,10 +70,11 @@ class CpuOverrides:
     rendezvous_ttl: int | None = None  # None keeps torch's default
 
     def command(self, task_command: list[str]) -> list[str]:
-        """The agent's argv after ``torchrun``: the task's, with the overrides applied."""
-        if task_command[0] != "torchrun":
-            raise ValueError(f"the task runs {task_command[0]}, not torchrun")
-        args = [self.localise(a) for a in task_command[1:]]
+        """torchrun's argv in the task's command (after the entrypoint), with the overrides applied."""
+        entrypoint = len(AGENT_COMMAND)
+        if tuple(task_command[:entrypoint]) != AGENT_COMMAND:
+            raise ValueError(f"the task runs {' '.join(task_command[:entrypoint])}, not {' '.join(AGENT_COMMAND)}")
+        args = [self.localise(a) for a in task_command[entrypoint:]]
         args = [f"--rdzv_endpoint={self.etcd_endpoint}" if a.startswith("--rdzv_endpoint=") else a for a in args]
         for flag, value in self.training_args.items():
             if flag in args:
@@ -93,6 +94,15 @@ class Agent:
     task: str
     process: subprocess.Popen
     log: Path
+    reported: bool = False  # its end was given to the job's lifecycle (``jobs.rehearsal``)
+
+    @property
+    def pod_exit_code(self) -> int | None:
+        """The exit code Kubernetes would report for the agent's container: its status, or 128 + the signal that
+        killed it (Tencent Kubernetes Engine docs, "Use Exit Code to Identify Pod Exceptions": a container ended by a
+        signal reports 129-255); None while it runs."""
+        code = self.process.poll()
+        return code if code is None or code >= 0 else 128 - code
 
 
 def container_env(container: dict, annotations: dict[str, str]) -> dict[str, str]:
@@ -124,6 +134,11 @@ class Rehearsal:
         self.annotations = annotations if annotations is not None else {JOB_VERSION_ANNOTATION: "0"}
         self.agents: list[Agent] = []
         self.started_at = 0.0
+
+    @property
+    def version(self) -> int:
+        """The job version of the agents' pods."""
+        return int(self.annotations[JOB_VERSION_ANNOTATION])
 
     def start(self) -> Rehearsal:
         self.logs.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,7 @@
-"""The path options of the job tools that write (``--kubeconfig``, ``--workdir``): argparse types that refuse, in
-argparse's one line naming the option, what cannot be written, and the creation of a working directory, where what
-the check could not foresee (``/proc`` takes no new directory, even from root) is one line too."""
+"""Paths of the job tools: where a run keeps its checkpoints on the shared volume (``run_directory``), and the path
+options of the tools that write (``--kubeconfig``, ``--workdir``): argparse types that refuse, in argparse's one line
+naming the option, what cannot be written, and the creation of a working directory, where what the check could not
+foresee (``/proc`` takes no new directory, even from root) is one line too."""
 
 from __future__ import annotations
 
@@ -9,8 +10,15 @@ from argparse import ArgumentTypeError
 from pathlib import Path
 
 from jobs.capacity import LaunchError
+from trainium_eks.contract import NodeGroup, PlatformContract
 
 WRITABLE = os.W_OK | os.X_OK
+
+
+def run_directory(contract: PlatformContract, job_name: str, group: NodeGroup) -> str:
+    """The run's own checkpoint directory on the shared volume: the node group's name keeps a trn1 and a trn2 run of
+    the same job name apart (``training.run_record`` refuses a resume by another world size, backend or model)."""
+    return f"{contract.checkpoints_path}/{job_name}/{group.name}"
 
 
 def _existing_ancestor(path: Path) -> Path:

@@ -6,6 +6,7 @@ to the platform's services (``whole_node_job``), with its pods' termination grac
 from __future__ import annotations
 
 import re
+import signal
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -27,11 +28,23 @@ COMPILE_CACHE_ANNOTATION = "trainium-eks/compile-cache"
 COMPILE_CACHE_INPUTS = "trainium-eks/compile-cache-inputs"
 # Why the pods get the grace period they get: `kubectl describe vcjob` shows the terms (``GracePeriod.describe``).
 GRACE_PERIOD_ANNOTATION = "trainium-eks/termination-grace-period"
-# A pod that fails (its torchrun gave up after --max-restarts) or is evicted (a node drain, a lost node) restarts
-# the whole job: every pod is recreated, the agents meet again and resume from the last checkpoint. Volcano
-# counts these restarts against maxRetry, then fails the job.
-JOB_RESTARTS = 3
-JOB_LIFECYCLE = [{"event": "PodFailed", "action": "RestartJob"}, {"event": "PodEvicted", "action": "RestartJob"}]
+# How a training job restarts (Volcano release-1.15; ``jobs.volcano_lifecycle`` models it and `jobs.rehearsal` runs
+# it). Volcano counts every RestartJob in status.retryCount and fails the job once it reaches maxRetry
+# (controllers/job/state/running.go 35-46, restarting.go 31-40), drains included, so planned restarts are not
+# rationed: maxRetry is the int32 maximum the CRD allows. The crash budget is torchrun's --max-restarts per run
+# segment: a pod whose torchrun gave up ends the job. Policies match in order, by event or by the first container's
+# exit code (job_controller_util.go applyPolicies 257-281; job_controller_handler.go updatePod 272-281):
+# - exit code 143: the pod's torchrun was stopped by SIGTERM (a drain, a Capacity Block's end, an interruption;
+#   ``training/agent.py``), its workers checkpointed their last step: every pod is recreated and resumes from it;
+# - PodEvicted: a pod deleted under the job (an eviction, a lost node; deletePod 377): the same restart;
+# - PodFailed (any other exit code): torchrun spent its --max-restarts in place and gave up: the job is Terminated.
+JOB_RESTARTS = 2**31 - 1
+DRAINED_EXIT_CODE = 128 + signal.SIGTERM  # training.agent's exit status when SIGTERM stopped its torchrun
+JOB_LIFECYCLE = [
+    {"exitCode": DRAINED_EXIT_CODE, "action": "RestartJob"},
+    {"event": "PodEvicted", "action": "RestartJob"},
+    {"event": "PodFailed", "action": "TerminateJob"},
+]
 
 
 # A job name becomes the Volcano Job's name (TorchX adds a suffix of up to 14 characters to stay within a

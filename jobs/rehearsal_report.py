@@ -1,5 +1,6 @@
 """What `jobs.rehearsal` is asked (``RehearsalRequest``, the command line validated once) and what it reports: the
-lines a user watches while it runs (``progress``) and the verdict on the run (``outcome``, ``Outcome``)."""
+lines a user watches while it runs (``progress``) and the verdict on the run and on its Volcano Job (``outcome``,
+``Outcome``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, StrictStr, model_validator
 
 from jobs.local_agents import TINY_CPU_TRAINING
+from jobs.volcano_lifecycle import JobStatus
 
 CHECKPOINT_EVERY = int(TINY_CPU_TRAINING["--checkpoint-every"])
 
@@ -26,23 +28,43 @@ class RehearsalRequest(BaseModel):
     steps: PositiveInt = 40
     kill_at: PositiveInt | None = None
     drain_at: PositiveInt | None = None
+    drains: PositiveInt = 1  # with drain_at: this many drains, each once drain_at steps trained since the last resume
+    crash_at_start: bool = False
     etcd_members: Literal[1, 3, 5] = 1
     node_group: StrictStr | None = None
     timeout: PositiveFloat = 900.0
 
     @model_validator(mode="after")
     def _interruption_within_the_run(self) -> RehearsalRequest:
-        if self.kill_at is not None and self.drain_at is not None:
-            raise ValueError("--kill-at and --drain-at: give one; each restarts the job, and a run rehearses one restart")
+        asked = [flag for flag, given in (("--kill-at", self.kill_at), ("--drain-at", self.drain_at)) if given is not None]
+        asked += ["--crash-at-start"] if self.crash_at_start else []
+        if len(asked) > 1:
+            raise ValueError(f"{' and '.join(asked)}: give one; a run rehearses one kind of interruption")
+        if self.crash_at_start and self.workload != "bert":
+            raise ValueError(
+                "--crash-at-start: the BERT script fails on purpose (--fail-at-step) and TorchTitan's does not; "
+                "use --workload bert"
+            )
+        if self.drains > 1 and self.drain_at is None:
+            raise ValueError(f"--drains {self.drains}: give --drain-at STEP too, the steps trained between drains")
+        for flag, step, verb in (("--kill-at", self.kill_at, "kill"), ("--drain-at", self.drain_at, "drain")):
+            if step is not None and step >= self.steps:
+                raise ValueError(f"{flag} {step}: the run ends at step {self.steps}; {verb} before it or raise --steps")
+        if self.drain_at is not None and self.drain_at * self.drains >= self.steps:
+            raise ValueError(
+                f"--drains {self.drains}: {self.drains} drains --drain-at {self.drain_at} steps apart need more than "
+                f"{self.drain_at * self.drains} steps, and the run ends at step {self.steps}; raise --steps or lower --drains"
+            )
         if self.kill_at is not None and self.kill_at <= CHECKPOINT_EVERY:
             raise ValueError(
                 f"--kill-at {self.kill_at}: the first checkpoint is written at step {CHECKPOINT_EVERY}; "
                 f"kill after it (--kill-at {CHECKPOINT_EVERY + 1} or more) to see training resume from it"
             )
-        for flag, step, verb in (("--kill-at", self.kill_at, "kill"), ("--drain-at", self.drain_at, "drain")):
-            if step is not None and step >= self.steps:
-                raise ValueError(f"{flag} {step}: the run ends at step {self.steps}; {verb} before it or raise --steps")
         return self
+
+    def drain_due(self, drained: int) -> bool:
+        """Whether a drain is still to come once ``drained`` were sent."""
+        return self.drain_at is not None and drained < self.drains
 
 
 @dataclass(frozen=True)
@@ -57,6 +79,15 @@ class DrainEvent:
 
 
 @dataclass(frozen=True)
+class JobRun:
+    """How the rehearsed Volcano Job ended under its lifecycle, its maxRetry, and torchrun's --max-restarts in it."""
+
+    status: JobStatus
+    max_retry: int
+    crash_budget: int
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What a rehearsal showed; ``passed`` is the verdict."""
 
@@ -66,32 +97,44 @@ class Outcome:
     steps_trained: list[int]  # the step of every record, in order (a restart repeats steps after its checkpoint)
     first_loss: float | None
     last_loss: float | None
-    agents_exit: list[int]  # of the last agents started (after a drain, the restarted job's)
+    agents_exit: list[int]  # of the last agents started (after a restart, the restarted job's)
     first_step_seconds: float | None  # from starting the agents
+    # The Volcano Job as its lifecycle left it (``jobs.volcano_lifecycle``): its phase, retryCount and maxRetry.
+    job_phase: str = "Completed"
+    job_retry_count: int = 0
+    job_max_retry: int = 0
     kill_at: int | None = None  # the step --kill-at asked for
     killed_at_step: int | None = None  # the last step trained before the restart
     checkpoint_at_kill: int | None = None  # the newest checkpoint on the volume when the worker was killed
-    resumed_from: int | None = None  # the checkpoint the restarted workers loaded
+    resumed_from: int | None = None  # the checkpoint the (first) restarted workers loaded
     steps_retrained: list[int] = field(default_factory=list)  # steps trained before the kill, and again after it
     recovery_seconds: float | None = None  # from the killed step's record to the first step trained again
-    drain_at: int | None = None  # the step --drain-at asked for
-    drain: DrainEvent | None = None
-    drained_at_step: int | None = None  # the last step trained before the drained job restarted
-    steps_lost: int | None = None  # steps trained before the drain that the resumed job trains again
-    drain_to_step_seconds: float | None = None  # from the SIGTERM to the first step trained after the restart
+    drain_at: int | None = None  # the steps --drain-at asked between drains
+    drains_wanted: int = 0
+    drains: list[DrainEvent] = field(default_factory=list)
+    drained_at_step: int | None = None  # the last step trained before the first drained job restarted
+    steps_lost: int | None = None  # steps trained before a drain that the resumed job trains again, all drains'
+    drain_to_step_seconds: float | None = None  # from the first SIGTERM to the first step trained after its restart
+    crash_budget: int | None = None  # --crash-at-start: torchrun's --max-restarts in the job
+    worker_starts: int | None = None  # --crash-at-start: the times the workers started (and crashed)
 
     @property
     def problem(self) -> str | None:
         """Why the rehearsal failed, or None."""
+        if self.crash_budget is not None:
+            return self._crash_problem()
+        if self.job_phase not in ("Completed", "Running"):  # Running: the run was stopped, judged by its steps below
+            return f"Volcano left the job {self.job_phase} (retryCount {self.job_retry_count} of maxRetry {self.job_max_retry})"
         if any(self.agents_exit):
             return f"an agent exited with {max(self.agents_exit)}"
-        if self.drain_at is not None and self.drain is None:
-            return f"the agents ended before step {self.drain_at}, so no drain was rehearsed"
-        if self.drain is not None and self.drain.killed:
-            return f"an agent outlived the {self.drain.grace_seconds} s grace period after SIGTERM and was killed"
+        if len(self.drains) < self.drains_wanted:
+            return f"the agents ended before drain {len(self.drains) + 1} of {self.drains_wanted} was due"
+        killed = [drain for drain in self.drains if drain.killed]
+        if killed:
+            return f"an agent outlived the {killed[0].grace_seconds} s grace period after SIGTERM and was killed"
         if not self.steps_trained or self.steps_trained[-1] != self.steps_wanted:
             return f"training stopped at step {self.steps_trained[-1] if self.steps_trained else 0} of {self.steps_wanted}"
-        if self.drain is not None:
+        if self.drains:
             return self._drain_problem()
         if self.kill_at is None:
             return None
@@ -103,16 +146,24 @@ class Outcome:
             return f"training restarted from step {self.resumed_from}, not from checkpoint-{self.checkpoint_at_kill}"
         return None
 
-    def _drain_problem(self) -> str | None:
-        if self.drained_at_step is None:
-            return f"training never restarted after the SIGTERM after step {self.drain.after_step}"
-        if self.drained_at_step < self.drain.after_step:
-            return f"the workers stopped after step {self.drained_at_step}, before the SIGTERM after step {self.drain.after_step}"
-        if self.steps_lost:
+    def _crash_problem(self) -> str | None:
+        if self.job_phase != "Terminated":
+            return f"the job crashing at every start ended {self.job_phase}, not Terminated"
+        if self.worker_starts != self.crash_budget + 1:
             return (
-                f"{self.steps_lost} steps lost: the workers stopped after step {self.drained_at_step}, "
-                f"the job resumed from checkpoint-{self.resumed_from}"
+                f"the workers started {self.worker_starts} times; torchrun's --max-restarts={self.crash_budget} "
+                f"allows {self.crash_budget + 1}"
             )
+        return None
+
+    def _drain_problem(self) -> str | None:
+        first = self.drains[0].after_step
+        if self.drained_at_step is None:
+            return f"training never restarted after the SIGTERM after step {first}"
+        if self.drained_at_step < first:
+            return f"the workers stopped after step {self.drained_at_step}, before the SIGTERM after step {first}"
+        if self.steps_lost:
+            return f"{self.steps_lost} steps lost over {len(self.drains)} drain(s)"
         return None
 
     @property
@@ -121,7 +172,8 @@ class Outcome:
 
     def summary(self) -> str:
         lines = [
-            f"trained {self.steps_wanted} steps on {self.nodes} nodes x {self.workers_per_node} workers; "
+            f"trained to step {self.steps_trained[-1]} of {self.steps_wanted} on {self.nodes} nodes x "
+            f"{self.workers_per_node} workers; "
             f"loss {self.first_loss:.3f} -> {self.last_loss:.3f}"
             if self.first_loss is not None
             else "no step trained"
@@ -131,13 +183,19 @@ class Outcome:
                 f"killed a worker at step {self.killed_at_step}; resumed from checkpoint-{self.resumed_from} "
                 f"in {self.recovery_seconds:.1f} s; {retrained(self.steps_retrained)}"
             )
-        if self.drain is not None and self.drained_at_step is not None and self.drain_to_step_seconds is not None:
+        if self.drains and self.drained_at_step is not None and self.drain_to_step_seconds is not None:
+            slowest = max(drain.exit_seconds for drain in self.drains)
             lines.append(
-                f"drained after step {self.drained_at_step} (SIGTERM after step {self.drain.after_step}): the agents "
-                f"exited in {self.drain.exit_seconds:.1f} s of a {self.drain.grace_seconds} s grace period; resumed "
-                f"from checkpoint-{self.resumed_from}, next step {self.drain_to_step_seconds:.1f} s after the "
-                f"SIGTERM; {self.steps_lost} steps lost"
+                f"drained {len(self.drains)} time(s), first after step {self.drained_at_step} (SIGTERM after step "
+                f"{self.drains[0].after_step}): the agents exited within {slowest:.1f} s of a "
+                f"{self.drains[0].grace_seconds} s grace period; first resumed from checkpoint-{self.resumed_from}, next "
+                f"step {self.drain_to_step_seconds:.1f} s after the SIGTERM; {self.steps_lost} steps lost"
             )
+        if self.crash_budget is not None:
+            lines.append(
+                f"a worker crashed at each of {self.worker_starts} starts; torchrun's --max-restarts={self.crash_budget}"
+            )
+        lines.append(f"Volcano: job {self.job_phase}, retryCount {self.job_retry_count} of maxRetry {self.job_max_retry}")
         lines.append("PASSED" if self.passed else f"FAILED: {self.problem}")
         return "\n".join(lines)
 
@@ -162,13 +220,14 @@ def restarted(records: list[dict], index: int) -> bool:
     return record["step"] <= before["step"] or record["resumed_from"] != before["resumed_from"]
 
 
-def first_restart(records: list[dict]) -> int | None:
-    return next((index for index in range(len(records)) if restarted(records, index)), None)
+def restarts(records: list[dict]) -> list[int]:
+    """The indices of the first records of restarted runs."""
+    return [index for index in range(len(records)) if restarted(records, index)]
 
 
 def progress(records: list[dict], start: int, request: RehearsalRequest) -> Iterator[str]:
     """The lines a user watches for ``records[start:]``: each step's loss, the kill, and where the restart resumed."""
-    restart = first_restart(records)
+    restart = next(iter(restarts(records)), None)
     for index in range(start, len(records)):
         record = records[index]
         resumed = f" (resumed from checkpoint-{record['resumed_from']})" if restarted(records, index) else ""
@@ -184,29 +243,31 @@ def outcome(
     exits: list[int],
     started_at: float,
     saved: Iterable[int],
-    drain: DrainEvent | None = None,
+    job: JobRun,
+    drains: list[DrainEvent] = (),
 ) -> Outcome:
-    """The verdict on a run's records, its agents' exit codes, the checkpoints ``saved`` on the volume and the
-    ``drain`` sent, if any."""
+    """The verdict on a run's records, its last agents' exit codes, the checkpoints ``saved`` on the volume, the Volcano
+    Job's run (``job``) and the ``drains`` sent."""
     losses = [record["loss"] for record in records]
-    restart = first_restart(records) if request.kill_at is not None or drain is not None else None
+    found = restarts(records)
     interrupted = {}
-    if restart is not None:
-        before, resumed = records[restart - 1], records[restart]
+    if found and (request.kill_at is not None or drains):
+        before, resumed = records[found[0] - 1], records[found[0]]
         interrupted = {"resumed_from": resumed["resumed_from"]}
-        if drain is None:
+        if not drains:
             interrupted |= {
                 "killed_at_step": before["step"],
                 "checkpoint_at_kill": max((step for step in saved if step <= before["step"]), default=0),
-                "steps_retrained": [record["step"] for record in records[restart:] if record["step"] <= before["step"]],
+                "steps_retrained": [record["step"] for record in records[found[0] :] if record["step"] <= before["step"]],
                 "recovery_seconds": resumed["time"] - before["time"],
             }
         else:
             interrupted |= {
                 "drained_at_step": before["step"],
-                "steps_lost": before["step"] - resumed["resumed_from"],
-                "drain_to_step_seconds": resumed["time"] - drain.sent_at,
+                "steps_lost": sum(records[index - 1]["step"] - records[index]["resumed_from"] for index in found),
+                "drain_to_step_seconds": resumed["time"] - drains[0].sent_at,
             }
+    crashes = {"crash_budget": job.crash_budget, "worker_starts": len(found) + bool(records)} if request.crash_at_start else {}
     return Outcome(
         nodes=request.nodes,
         workers_per_node=request.workers_per_node,
@@ -216,8 +277,13 @@ def outcome(
         last_loss=losses[-1] if losses else None,
         agents_exit=exits,
         first_step_seconds=records[0]["time"] - started_at if records else None,
+        job_phase=job.status.phase,
+        job_retry_count=job.status.retry_count,
+        job_max_retry=job.max_retry,
         kill_at=request.kill_at,
         drain_at=request.drain_at,
-        drain=drain,
+        drains_wanted=request.drains if request.drain_at is not None else 0,
+        drains=list(drains),
         **interrupted,
+        **crashes,
     )

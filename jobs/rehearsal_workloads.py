@@ -4,8 +4,9 @@ worker is killed at a step (``--kill-at``).
 
 - ``bert``: the launcher's BERT job (``training.pretrain_bert``) with the tiny model; the training module kills its own
   last worker after the step (``--fail-at-step``), as an OOM kill would.
-- ``torchtitan``: the TorchTitan job (``jobs.torchtitan_job``) with the CPU rehearsal's recipe (TorchTitan 0.2.2's
-  llama3 debug model, FSDP2 on gloo) and the generated tokenizer and text (``training.titan_assets``); a worker of the
+- ``torchtitan``: the TorchTitan job (``jobs.torchtitan_job``) with the CPU rehearsal's recipe (TorchTitan 0.3.0's
+  llama3 debug model with SDPA attention, ``training.titan_configs``; FSDP2 on gloo) and the generated tokenizer and
+  text (``training.titan_assets``); a worker of the
   last agent is sent SIGKILL by its pid once the step is recorded. Its DCP checkpoints are the ``step-N`` folders
   whose ``.metadata`` is written, those TorchTitan resumes from.
 """
@@ -105,7 +106,7 @@ WORKLOADS = {
         build=lambda contract, request: titan_job(contract, request, CPU_REHEARSAL),
         stage=stage_titan_assets,
         training_args=titan_training,
-        output_flag="--job.dump_folder",
+        output_flag="--dump_folder",
         saved=lambda dump_folder: complete_checkpoints(dump_folder / "checkpoint"),
         kill_module=MODULE,
     ),

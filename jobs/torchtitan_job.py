@@ -5,33 +5,41 @@ rendezvous, whole nodes with every Neuron device and EFA interface, the shared v
 the group's node selector), with TorchTitan's options:
 
 - the model and its configuration: the recipe the Neuron tutorials give the group's instance type (``RECIPES``);
-- the tokenizer (``--model.hf_assets_path``) and dataset (``--training.dataset_path``) on the shared volume, under the
+- the tokenizer (``--hf_assets_path``) and dataset (``--dataloader.dataset_path``) on the shared volume, under the
   platform's datasetsPath;
-- DCP checkpoints, TorchTitan's ``step-N`` directories, under ``<checkpointsPath>/<job name>/checkpoint`` (its
-  ``--job.dump_folder`` is ``<checkpointsPath>/<job name>``), where the restarted job resumes from the newest;
-  TensorBoard events under ``<tensorboardLogPath>/<job name>``;
+- DCP checkpoints, TorchTitan's ``step-N`` directories, under ``<run directory>/checkpoint``: its ``--dump_folder`` is
+  the run's own directory, ``jobs.paths.run_directory`` (``<checkpointsPath>/<job name>/<node group>``), where the
+  restarted job resumes from the newest and ``run.json`` records the run (``training.titan_trainer``); TensorBoard
+  events under ``<tensorboardLogPath>/<job name>``; a fixed ``--debug.seed``, so a run's first loss is the same run to
+  run;
 - one rank per NeuronCore the group's nodes advertise, on the group's native training image (its TorchNeuron stack).
 
+``titan_options`` builds the command line of the cluster job and of the CPU rehearsal alike (TorchTitan 0.3's
+``--module``/``--config`` form, ``training.titan_configs``); they differ only in the recipe (``model_options``: the
+configuration and its sizes) and in the device, which ``training.titan_train`` finds (TorchNeuron's, or the CPU).
 TorchTitan options given after ``--`` come after the launcher's: TorchTitan takes the last value of an option given
-twice, so each replaces the launcher's of the same name. TorchNeuron trains Trn2 and Trn3 only (Neuron docs,
+twice (tyro, as argparse), so each replaces the launcher's of the same name. The whole command line is parsed by the
+installed TorchTitan before the job is built (``jobs.titan_config``): an unknown or malformed option is refused.
+TorchNeuron trains Trn2 and Trn3 only (Neuron docs,
 "Quickstart: Install and verify torch-neuronx": "TorchNeuron supports the Trn2 and Trn3 instance families").
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from jobs.capacity import LaunchError, choose_node_group
-from jobs.compile_cache import CompileCache
 from jobs.grace_period import BYTES_PER_PARAMETER, GracePeriod
+from jobs.paths import run_directory
 from jobs.platform_job import COMPILE_CACHE_ANNOTATION, COMPILE_CACHE_INPUTS, JobRequest, placement, whole_node_job
+from jobs.titan_config import parse_titan_options, titan_compile_cache
 from training import titan_assets
 from trainium_eks.contract import NodeGroup, PlatformContract
 
 MODULE = "training.titan_train"
+CONFIGS = "training.titan_configs"  # the platform's TorchTitan configurations, which build the draining trainer
+SEED = 0  # --debug.seed: TorchTitan seeds nothing unless given one (config/configs.py:353)
 TORCHNEURON_GENERATIONS = ("trn2", "trn3")
 PARALLELISM_ANNOTATION = "trainium-eks/parallelism"
 RECIPE_ANNOTATION = "trainium-eks/titan-recipe"
@@ -42,7 +50,7 @@ class TitanRecipe:
     """A TorchTitan model and configuration, and where its tokenizer and dataset sit under the datasets path."""
 
     name: str
-    model_options: tuple[str, ...]  # the TorchTitan options that choose the model and its configuration
+    model_options: tuple[str, ...]  # the TorchTitan options that choose the model, its configuration and sizes
     tensor_parallel: int  # the data-parallel (FSDP) shard degree is what remains of the world: -1 in TorchTitan
     tokenizer_dir: str
     dataset: str  # TorchTitan's name of the dataset's loader
@@ -53,8 +61,9 @@ class TitanRecipe:
     @property
     def checkpoint_bytes(self) -> int | None:
         """A DCP checkpoint's tensor bytes: TorchTitan keeps fp32 parameters (FSDP2 casts them to
-        ``--training.mixed_precision_param`` for compute only) and AdamW's two moments (its default optimizer, 0.2.2
-        config/job_config.py ``Optimizer.name``), the layout ``jobs.grace_period.BYTES_PER_PARAMETER`` counts."""
+        ``--training.mixed_precision_param`` for compute only) and AdamW's two moments (``default_adamw``, the
+        optimizer of TorchTitan 0.3.0's recipes, e.g. models/qwen3/config_registry.py), the layout
+        ``jobs.grace_period.BYTES_PER_PARAMETER`` counts."""
         return None if self.parameters is None else self.parameters * BYTES_PER_PARAMETER
 
     def parallelism(self, world_size: int) -> str:
@@ -88,11 +97,12 @@ QWEN3_8B_CONFIG = {
 # (tutorial-simple-fsdp-training): 64 ranks, one per NeuronCore of a trn2.48xlarge at LNC 2. The tutorial's sequence
 # length, batch, steps and torchrun line could not be read (the search returns the page's head only, and the
 # aws-neuron/torchtitan-neuron repository cannot be fetched here): the configuration keeps its own, and the options
-# are spelled after the tutorial's Module and Config fields. The Qwen3-8B tokenizer and the c4 text are staged
-# under the datasets path by the user.
+# are spelled after the tutorial's Module and Config fields: training.titan_configs' configuration of that name is
+# the fork's, building the draining trainer. The Qwen3-8B tokenizer and the c4 text are staged under the datasets
+# path by the user.
 QWEN3_8B_TRN2 = TitanRecipe(
     name="qwen3-8b",
-    model_options=("--module", "torchtitan_neuron.models.qwen3", "--config", "qwen3_8b_tp4_fsdp16_sac"),
+    model_options=("--module", CONFIGS, "--config", "qwen3_8b_tp4_fsdp16_sac"),
     tensor_parallel=4,
     tokenizer_dir="qwen3-8b/tokenizer",
     dataset="c4",
@@ -102,11 +112,12 @@ QWEN3_8B_TRN2 = TitanRecipe(
 )
 RECIPES = {"trn2.48xlarge": QWEN3_8B_TRN2}
 
-# The CPU rehearsal's: TorchTitan 0.2.2's llama3 debug model (dim 256, 6 layers, 16 heads; models/llama3/__init__.py)
-# on short sequences, with the generated assets of training/titan_assets.py; every step logged.
+# The CPU rehearsal's: TorchTitan 0.3.0's llama3 debug model with causal SDPA attention (training.titan_configs says
+# why and what differs) on short sequences, with the generated assets of training/titan_assets.py; every step
+# logged.
 # fmt: off
 DEBUG_MODEL_OPTIONS = (
-    "--model.name", "llama3", "--model.flavor", "debugmodel",
+    "--module", CONFIGS, "--config", "llama3_debugmodel_sdpa",
     "--training.seq_len", "128", "--training.local_batch_size", "2", "--metrics.log_freq", "1",
 )
 # fmt: on
@@ -117,11 +128,8 @@ CPU_REHEARSAL = TitanRecipe(
     tokenizer_dir=f"{titan_assets.ASSETS}/{titan_assets.TOKENIZER_DIR}",
     dataset=titan_assets.DATASET,
     dataset_dir=f"{titan_assets.ASSETS}/{titan_assets.TEXT_DIR}",
-    source="TorchTitan 0.2.2 llama3 debugmodel",
+    source="TorchTitan 0.3.0 llama3_debugmodel, SDPA attention",
 )
-
-# The options naming directories every pod must find again after a restart: on the shared volume.
-VOLUME_OPTIONS = ("--job.dump_folder", "--model.hf_assets_path", "--training.dataset_path", "--metrics.save_tb_folder")
 
 
 def recipe_of(group: NodeGroup) -> TitanRecipe:
@@ -135,28 +143,37 @@ def recipe_of(group: NodeGroup) -> TitanRecipe:
     return recipe
 
 
-def titan_options(contract: PlatformContract, request: JobRequest, recipe: TitanRecipe) -> list[str]:
-    """TorchTitan's command line: the platform's directories, the recipe, then the options given after ``--``."""
+def titan_options(contract: PlatformContract, request: JobRequest, recipe: TitanRecipe, group: NodeGroup) -> list[str]:
+    """TorchTitan's command line, for the cluster and the rehearsal alike: the platform's directories and seed, the
+    recipe, then the options the request adds; parsed by TorchTitan (one line if it refuses one), its directories
+    on the shared volume."""
     options = [
-        *("--job.dump_folder", f"{contract.checkpoints_path}/{request.name}"),
+        *("--dump_folder", run_directory(contract, request.name, group)),
         "--checkpoint.enable",
-        *("--model.hf_assets_path", f"{contract.datasets_path}/{recipe.tokenizer_dir}"),
-        *("--training.dataset", recipe.dataset),
-        *("--training.dataset_path", f"{contract.datasets_path}/{recipe.dataset_dir}"),
+        *("--hf_assets_path", f"{contract.datasets_path}/{recipe.tokenizer_dir}"),
+        *("--dataloader.dataset", recipe.dataset),
+        *("--dataloader.dataset_path", f"{contract.datasets_path}/{recipe.dataset_dir}"),
         "--metrics.enable_tensorboard",
         # an absolute folder: TorchTitan joins it to the dump folder (os.path.join keeps the absolute one)
         *("--metrics.save_tb_folder", f"{contract.tensorboard_log_path}/{request.name}"),
+        *("--debug.seed", str(SEED)),
         *recipe.model_options,
         *given_options(request),
     ]
-    for flag in VOLUME_OPTIONS:
-        on_shared_volume(contract, flag, last_value(options, flag))
+    config = parse_titan_options(options)
+    for flag, value in (
+        ("--dump_folder", config.dump_folder),
+        ("--hf_assets_path", config.hf_assets_path),
+        ("--dataloader.dataset_path", config.dataloader.dataset_path),
+        ("--metrics.save_tb_folder", config.metrics.save_tb_folder),
+    ):
+        on_shared_volume(contract, flag, value)
     return options
 
 
 def given_options(request: JobRequest) -> tuple[str, ...]:
     """The options the request adds to the recipe's: float32 with ``--no-bf16`` (TorchTitan's FSDP computes in
-    bfloat16 by default, ``--training.mixed_precision_param``, 0.2.2 config/job_config.py), then those given after
+    bfloat16 by default, ``--training.mixed_precision_param``, 0.3.0 config/configs.py:85), then those given after
     ``--``."""
     precision = () if request.bf16 else ("--training.mixed_precision_param", "float32")
     return (*precision, *request.training_args)
@@ -177,26 +194,9 @@ def on_shared_volume(contract: PlatformContract, flag: str, value: str) -> None:
     path, mount = PurePosixPath(value), PurePosixPath(contract.fsx_mount_path)
     if ".." in path.parts or not path.is_relative_to(mount):
         raise LaunchError(
-            f"{flag} {value} after --: not on the shared volume; give a path under {mount}, where every pod mounts it "
+            f"{flag} {value}: not on the shared volume; give a path under {mount}, where every pod mounts it "
             "(what a pod writes elsewhere is lost when it restarts)"
         )
-
-
-def titan_compile_cache(
-    recipe: TitanRecipe, given: tuple[str, ...], world_size: int, instance_type: str, stack: str, image: str
-) -> CompileCache:
-    """The NEFF cache of a configuration (``jobs.compile_cache``'s reasons): the recipe's options and those given after
-    ``--`` shape the graphs, the directories do not (jobs of any name share it)."""
-    inputs = {
-        "recipe": recipe.name,
-        "options": " ".join((*recipe.model_options, *given)),
-        "worldSize": world_size,
-        "instanceType": instance_type,
-        "trainingStack": stack,
-        "image": image.rpartition(":")[2],
-    }
-    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]
-    return CompileCache(f"titan-{recipe.name}-{digest}", inputs)
 
 
 def titan_job(contract: PlatformContract, request: JobRequest, recipe: TitanRecipe | None = None) -> dict:
@@ -215,9 +215,15 @@ def titan_job(contract: PlatformContract, request: JobRequest, recipe: TitanReci
             f"--nodes {placed.nodes}: {placed.world_size} ranks do not split into tensor-parallel groups of "
             f"{recipe.tensor_parallel} ({recipe.source}); use a multiple of {recipe.tensor_parallel} ranks"
         )
-    options = titan_options(contract, request, recipe)
+    options = titan_options(contract, request, recipe, group)
     cache = titan_compile_cache(
-        recipe, given_options(request), placed.world_size, group.instance_type, placed.software.training_stack, placed.image
+        recipe.name,
+        list(recipe.model_options),
+        list(given_options(request)),
+        placed.world_size,
+        group.instance_type,
+        placed.software.training_stack,
+        placed.image,
     )
     job = whole_node_job(
         contract,

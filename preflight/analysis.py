@@ -1,11 +1,14 @@
 """What a reviewer asks of a plan besides its resources: each Trainium group's nodes (``preflight.node_facts``), the
-cost estimate, the deployment's critical path and the time from `pulumi up` to a first training step."""
+drains of its default jobs where it runs in a Capacity Block (``preflight.drain_windows``), the cost estimate, the
+deployment's critical path and the time from `pulumi up` to a first training step."""
 
 from __future__ import annotations
 
+from preflight.drain_windows import capacity_block_drains, drain_lines
 from preflight.node_facts import node_lines, trainium_nodes
 from trainium_eks import catalog, cost, deployment, first_step, system_fit, tokens
 from trainium_eks.graph import Graph
+from trainium_eks.wording import counted
 
 DEFAULT_REGION = "us-east-1"
 
@@ -19,13 +22,15 @@ def region_of(plan: dict) -> str:
 
 
 def annotate(plan: dict, image_gib: float | None = None) -> dict:
-    """The plan with ``cost``, ``deployment``, ``firstStep``, ``systemFit`` and ``trainiumNodes`` added (as
-    ``plan --json`` and ``check --json`` print them); ``image_gib`` is the training image's size, when known."""
+    """The plan with ``capacityBlockDrains``, ``cost``, ``deployment``, ``firstStep``, ``systemFit`` and
+    ``trainiumNodes`` added (as ``plan --json`` and ``check --json`` print them); ``image_gib`` is the training image's
+    size, when known."""
     graph = Graph.from_records(plan["resources"])
     schedule = deployment.Schedule(graph).to_json()
     fit = system_fit.system_fit(graph)
     return {
         **plan,
+        "capacityBlockDrains": capacity_block_drains(graph, plan["outputs"]),
         "cost": cost.estimate(graph, region_of(plan)).to_json(),
         "deployment": schedule,
         "firstStep": [s.to_json() for s in first_step.estimate(graph, schedule["criticalPathMinutes"], image_gib)],
@@ -39,7 +44,7 @@ def first_steps(plan: dict) -> list[str]:
     lines = []
     for step in plan.get("firstStep", []):
         lines.append(
-            f"Estimated `pulumi up` -> first training step on {step['group']} ({step['nodes']} nodes): at least "
+            f"Estimated `pulumi up` -> first training step on {step['group']} ({counted(step['nodes'], 'node')}): at least "
             f"{step['coldMinutes']:.1f} min cold, {step['warmMinutes']:.1f} min with the dataset and a warm compile cache"
         )
         for term in step["terms"]:
@@ -85,7 +90,7 @@ def summary(plan: dict) -> str:
     """The human-readable lines for an annotated plan."""
     names = {r["urn"]: f"{r['type'].rsplit(':', 1)[-1]} {r['name']}" for r in plan["resources"]}
     schedule = plan["deployment"]
-    lines = [*node_lines(plan["trainiumNodes"]), *cost_lines(plan["cost"], names)]
+    lines = [*node_lines(plan["trainiumNodes"]), *drain_lines(plan["capacityBlockDrains"]), *cost_lines(plan["cost"], names)]
     lines.append(f"Estimated `pulumi up` of a new stack: {schedule['criticalPathMinutes']:.1f} min; critical path:")
     lines += [f"    {s['startMinute']:5.1f} -> {s['finishMinute']:5.1f} min  {names[s['urn']]}" for s in schedule["steps"]]
     for wait in schedule["orderingOnlyWaits"]:

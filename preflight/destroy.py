@@ -12,6 +12,8 @@
   system owns.
 - What Karpenter deletes on its own while its controller still runs: the nodes of its NodePools, and the instance
   profiles and launch templates of its EC2NodeClasses.
+- What it needs of the Kubernetes API (``preflight/destroy_access.py``): the running jobs stopped first, and the way
+  to the API (network, deploy runner, access host) deleted only after the last Kubernetes object.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from policies.rules.cleanup import claims_that_stay, control_plane_log_group_missing, controller_of_pools, karpenter_pools
+from preflight.destroy_access import ApiPathOrder, Drain, api_path_order, drain
 from trainium_eks import catalog, service_prices, tokens, versions
 from trainium_eks.graph import Graph, Node, number
 
@@ -45,11 +48,15 @@ class DestroyPlan:
     refused: list[tuple[Node, str]]
     remains: list[Remaining]
     karpenter: list[str]
+    drain: Drain | None  # the jobs to stop before `pulumi destroy`
+    api_path: ApiPathOrder | None
 
     def to_json(self) -> dict:
         return {
             "stack": self.stack,
+            "drain": self.drain.to_json() if self.drain else None,
             "steps": [[_label(n) for n in step] for step in self.steps],
+            "apiPath": self.api_path.to_json() if self.api_path else None,
             "refused": [{"resource": _label(n), "reason": reason} for n, reason in self.refused],
             "remains": [r.to_json() for r in self.remains],
             "karpenter": self.karpenter,
@@ -225,14 +232,28 @@ def plan_destroy(records: list[dict], stack: str) -> DestroyPlan:
         Remaining(group, "EKS creates it outside the stack's state, with no retention", None)
         for group in control_plane_log_group_missing(graph)
     ]
-    return DestroyPlan(stack, steps, [(n, r) for n, r in refused if _shown(n)], remains, _karpenter(graph, steps))
+    return DestroyPlan(
+        stack,
+        steps,
+        [(n, r) for n, r in refused if _shown(n)],
+        remains,
+        _karpenter(graph, steps),
+        drain(graph, steps),
+        api_path_order(graph, steps),
+    )
 
 
 def report(plan: DestroyPlan) -> str:
-    lines = [f"pulumi destroy {plan.stack}: {sum(map(len, plan.steps))} resources deleted in {len(plan.steps)} steps"]
+    lines = []
+    if plan.drain:
+        lines.append(f"first, stop the running jobs ({plan.drain.reason}):")
+        lines += [f"  {command}" for command in plan.drain.commands]
+    lines.append(f"pulumi destroy {plan.stack}: {sum(map(len, plan.steps))} resources deleted in {len(plan.steps)} steps")
     for index, step in enumerate(plan.steps, 1):
         lines.append(f"  step {index}:")
         lines += [f"    {_label(n)}" for n in step]
+    if plan.api_path:
+        lines.append(plan.api_path.line())
     if plan.karpenter:
         lines.append("Karpenter, while its controller runs:")
         lines += [f"  {line}" for line in plan.karpenter]

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import ipaddress
 
-from trainium_eks import catalog, layout, versions
+from trainium_eks import hardware, layout, versions
 from trainium_eks.config import addresses
 from trainium_eks.graph import Graph, known
 from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
+from trainium_eks.wording import span
 
 
 def _training_stack(group: TrainiumGroup) -> dict | None:
@@ -65,13 +66,13 @@ def _node_addresses(group: TrainiumGroup) -> dict | None:
     if interfaces is None or most is None or not all(known(i.get("interfaceType")) for i in described):
         return None
     # Every interface but an EFA-only one has an address; a node without listed interfaces has its default one.
-    interface_ips = sum(1 for i in described if i.get("interfaceType") != catalog.EFA_ONLY_INTERFACE) or 1
+    interface_ips = sum(1 for i in described if i.get("interfaceType") != hardware.EFA_ONLY_INTERFACE) or 1
     running = addresses.node_addresses(group.spec.name, interface_ips)
     crowded = addresses.node_addresses(group.spec.name, interface_ips, crowded=True)
     subnet = _subnet_addresses(group)
     return {
         "interfaceAddresses": interface_ips,
-        "efaInterfaces": sum(1 for i in described if i.get("interfaceType") in catalog.EFA_INTERFACE_TYPES),
+        "efaInterfaces": sum(1 for i in described if i.get("interfaceType") in hardware.EFA_INTERFACE_TYPES),
         "perRunningNode": running,
         "perCrowdedNode": crowded,
         "maxSize": most,
@@ -141,8 +142,8 @@ def _address_line(group: dict) -> str:
         f"    private IPs: {taken['perRunningNode']} per running {group['instanceType']} node (the VPC CNI's interface for "
         f"its pods and a warm one; {taken['interfaceAddresses']} on its launch template's interfaces, "
         f"{taken['efaInterfaces']} EFA devices), "
-        f"{taken['perCrowdedNode']} crowded with pods (every interface of its card); {taken['atMaxSize']:,} to "
-        f"{taken['crowdedAtMaxSize']:,} at maxSize {taken['maxSize']}{subnet}"
+        f"{taken['perCrowdedNode']} crowded with pods (every interface of its card); "
+        f"{span(taken['atMaxSize'], taken['crowdedAtMaxSize'])} at maxSize {taken['maxSize']}{subnet}"
     )
 
 

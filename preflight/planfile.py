@@ -211,6 +211,33 @@ class TrainiumNodes(_Record):
     groups: tuple[TrainiumNodeGroup, ...]
 
 
+class CapacityBlockDrain(_Record):
+    workload: str
+    recipe: str
+    checkpoint_bytes: int = Field(alias="checkpointBytes")
+    throughput_mb_s: float = Field(alias="throughputMBps")
+    step_seconds: float | None = Field(alias="stepSeconds")
+    grace_seconds: int = Field(alias="graceSeconds")
+    fits: bool
+    throughput_to_fit_mb_s: int | None = Field(alias="throughputToFitMBps")
+    step_to_fit_seconds: int | None = Field(alias="stepToFitSeconds")
+
+
+class CapacityBlockGroup(_Record):
+    group: str
+    instance_type: str = Field(alias="instanceType")
+    launcher_checks: bool = Field(alias="launcherChecks")
+    drains: tuple[CapacityBlockDrain, ...]
+
+
+class CapacityBlockDrains(_Record):
+    """``preflight.drain_windows.capacity_block_drains``."""
+
+    window_seconds: int = Field(alias="windowSeconds")
+    groups: tuple[CapacityBlockGroup, ...]
+    not_known: str | None = Field(alias="notKnown")
+
+
 class PlanFile(_Record):
     project: str
     # The stack names the policy config file to read, so it must not name a path.
@@ -218,6 +245,7 @@ class PlanFile(_Record):
     resources: tuple[PlannedResource, ...]
     outputs: WireValues
     # Annotations `plan --json` adds; `check` computes them afresh from the resources.
+    capacity_block_drains: CapacityBlockDrains | None = Field(default=None, alias="capacityBlockDrains")
     cost: CostEstimate | None = None
     deployment: DeploymentSchedule | None = None
     first_step: tuple[FirstStep, ...] | None = Field(default=None, alias="firstStep")
@@ -237,7 +265,9 @@ class PlanFile(_Record):
     def to_plan(self) -> dict[str, Any]:
         """The plan as the engine's ``Plan.to_json`` gives it, which the policy check and the analysis read."""
         return self.model_dump(
-            mode="json", by_alias=True, exclude={"cost", "deployment", "first_step", "system_fit", "trainium_nodes"}
+            mode="json",
+            by_alias=True,
+            exclude={"capacity_block_drains", "cost", "deployment", "first_step", "system_fit", "trainium_nodes"},
         )
 
 

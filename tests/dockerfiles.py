@@ -57,8 +57,7 @@ def base_images(dockerfile: str) -> list[str]:
 
 def commands(dockerfile: str) -> list[list[str]]:
     """The simple commands of every RUN line, as shell words."""
-    runs = [arguments for keyword, arguments in instructions(dockerfile) if keyword == "RUN"]
-    return [shlex.split(part) for run in runs for part in re.split(r"&&|\|\||;|\|", run) if part.strip()]
+    return [shlex.split(part) for run in runs(dockerfile) for part in re.split(r"&&|\|\||;|\|", run) if part.strip()]
 
 
 def apt_packages(dockerfile: str) -> list[str]:
@@ -68,6 +67,37 @@ def apt_packages(dockerfile: str) -> list[str]:
         if "apt-get" in words and "install" in words:
             packages += [word for word in words[words.index("install") + 1 :] if not word.startswith("-")]
     return packages
+
+
+def build_args(dockerfile: str) -> dict[str, str | None]:
+    """Each ARG the Dockerfile declares, with its default (None: none, the build must be given it)."""
+    declared = {}
+    for keyword, arguments in instructions(dockerfile):
+        if keyword == "ARG":
+            name, has_default, default = arguments.partition("=")
+            declared[name] = default if has_default else None
+    return declared
+
+
+def runs(dockerfile: str) -> list[str]:
+    """The RUN lines, comments dropped and continuations joined, as the shell gets them."""
+    return [arguments for keyword, arguments in instructions(dockerfile) if keyword == "RUN"]
+
+
+def unpinned_apt_packages(dockerfile: str) -> list[str]:
+    """What ``apt-get install`` takes at whatever version an archive holds on build day: a package without ``=version``,
+    unless Ubuntu's sources were fixed at a snapshot (a ``Snapshot:`` field written into ubuntu.sources) and no other
+    apt source had been added yet, which could serve it instead."""
+    snapshot, other_source, unpinned = False, False, []
+    for words in commands(dockerfile):
+        if words[:2] == ["sed", "-i"] and words[-1].endswith("/ubuntu.sources") and "Snapshot: ${UBUNTU_SNAPSHOT}" in words[2]:
+            snapshot = True
+        if ">" in words and words[words.index(">") + 1].startswith("/etc/apt/sources.list.d/"):
+            other_source = True
+        if "apt-get" in words and "install" in words:
+            packages = [word for word in words[words.index("install") + 1 :] if not word.startswith("-")]
+            unpinned += [p for p in packages if "=" not in p and (other_source or not snapshot)]
+    return unpinned
 
 
 def pip_requirements(dockerfile: str) -> list[str]:

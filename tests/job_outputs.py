@@ -16,8 +16,9 @@ from support import evaluate, one_group
 
 from jobs import launch
 from jobs.components import BACKENDS
+from jobs.volcano_lifecycle import Policy, admission_problem
 from preflight.stackfile import REPO_ROOT
-from trainium_eks import catalog, layout
+from trainium_eks import catalog, hardware, layout
 
 # A fixture stack: one elastic group of two trn1.32xlarge (EFA), as the reference tutorial runs.
 TWO_EFA_NODES = one_group("trn1.32xlarge")
@@ -69,22 +70,27 @@ def run_module(module, *args, env=None):
 
 
 ROLE_LABEL = "torchx.pytorch.org/role-name"
-# A Volcano Job's lifecycle policies as Volcano 1.15 admits them: the events its Job CRD lists
-# (config/crd/volcano/bases/batch.volcano.sh_jobs.yaml) and the actions its admission webhook lets a job name
-# (pkg/webhooks/admission/jobs/validate/util.go, policyActionMap), which also refuses an event twice in one list.
+# A Volcano Job's lifecycle as Volcano 1.15 admits it: the fields its Job CRD gives a policy and maxRetry
+# (config/crd/volcano/bases/batch.volcano.sh_jobs.yaml: exitCode and maxRetry are "format: int32", which the API server
+# enforces and jsonschema does not, hence the bounds), the actions its admission webhook lets a job name
+# (pkg/webhooks/admission/jobs/validate/util.go, policyActionMap), and its validatePolicies rules
+# (``jobs.volcano_lifecycle.admission_problem``).
+INT32 = {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1}
+CRD_EVENTS = [
+    "*", "PodPending", "PodRunning", "PodFailed", "PodEvicted", "Unknown", "TaskCompleted", "OutOfSync", "CommandIssued",
+    "JobUpdated", "TaskFailed",
+]  # fmt: skip
 VOLCANO_POLICIES_SCHEMA = {
     "type": "array",
     "items": {
         "type": "object",
         "additionalProperties": False,
-        "required": ["event", "action"],
+        "required": ["action"],
         "properties": {
-            "event": {
-                "enum": [
-                    "*", "PodPending", "PodRunning", "PodFailed", "PodEvicted", "Unknown", "TaskCompleted", "OutOfSync",
-                    "CommandIssued", "JobUpdated", "TaskFailed",
-                ]
-            },
+            "event": {"type": "string", "enum": CRD_EVENTS},
+            "events": {"type": "array", "items": {"type": "string", "enum": CRD_EVENTS}},
+            "exitCode": INT32,
+            "timeout": {"type": "string"},
             "action": {
                 "enum": [
                     "AbortJob", "RestartJob", "RestartTask", "RestartPod", "RestartPartition", "TerminateJob", "CompleteJob",
@@ -94,11 +100,19 @@ VOLCANO_POLICIES_SCHEMA = {
         },
     },
 }  # fmt: skip
+VOLCANO_MAX_RETRY_SCHEMA = {**INT32, "minimum": 0}
 
 
 def assert_valid_policies(policies):
     jsonschema.validate(policies, VOLCANO_POLICIES_SCHEMA)
-    assert len({policy["event"] for policy in policies}) == len(policies), policies
+    assert admission_problem(tuple(Policy.model_validate(policy) for policy in policies)) is None, policies
+
+
+def assert_valid_lifecycle(job):
+    """``job``'s maxRetry and policies, its tasks' included, as Volcano's CRD and admission webhook accept them."""
+    jsonschema.validate(job["spec"]["maxRetry"], VOLCANO_MAX_RETRY_SCHEMA)
+    for policies in [job["spec"].get("policies", []), *(task.get("policies", []) for task in job["spec"]["tasks"])]:
+        assert_valid_policies(policies)
 
 
 def pod_templates(job):
@@ -129,7 +143,7 @@ def assert_the_group_job(job: dict, outputs: dict, group: dict, nodes: int, prec
         assert (command[0] == "neuron_parallel_compile") is precompile
         assert f"--rdzv_endpoint={outputs['etcdEndpoint']}" in command and "--rdzv_backend=etcd-v2" in command
         # one worker per NeuronCore the node advertises, at its generation's default LNC
-        assert f"--nproc_per_node={spec.neuron_cores_at(catalog.GENERATIONS[spec.generation].default_lnc)}" in command
+        assert f"--nproc_per_node={spec.neuron_cores_at(hardware.GENERATIONS[spec.generation].default_lnc)}" in command
         assert f"--nnodes={nodes}" in command and "--max-restarts=3" in command
         assert ("--steps-this-run" in command) is precompile
         limits, requests = container["resources"]["limits"], container["resources"]["requests"]

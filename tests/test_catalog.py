@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from preflight.stackfile import REPO_ROOT
-from trainium_eks import acceptance_floors, catalog, versions
+from trainium_eks import acceptance_floors, catalog, hardware, versions
 
 
 @pytest.mark.parametrize("name", catalog.TRAINIUM_TYPES)
@@ -17,17 +17,36 @@ def test_trainium_types_are_complete(name):
     assert spec.accelerator_memory_gib > 0 and spec.vcpus > 0 and spec.memory_gib > 0
     assert spec.max_efa_interfaces in (0, spec.network_cards), "EFA is attached one interface per network card"
     assert spec.az_ids or spec.capacity_block_regions, f"{name} is sold nowhere"
-    # Sold on demand exactly where it has a price; a region that sells it only in Capacity Blocks has neither.
-    assert set(spec.on_demand_usd_per_hour) == set(spec.az_ids) and all(p > 0 for p in spec.on_demand_usd_per_hour.values())
-    for region, az_ids in spec.az_ids.items():
+    # Priced (where a source gives the price) only where it is sold on demand, and priced somewhere if it is.
+    assert set(spec.on_demand_usd_per_hour) <= set(spec.az_ids) and all(p > 0 for p in spec.on_demand_usd_per_hour.values())
+    assert bool(spec.on_demand_usd_per_hour) == bool(spec.az_ids)
+    for region, az_ids in spec.offered_az_ids.items():
         assert az_ids and set(az_ids) <= set(catalog.REGIONS[region]), (region, az_ids)
-    assert set(spec.capacity_block_regions) <= set(catalog.REGIONS)
+    # EC2 offers it wherever the platform takes it on demand, and in some AZ of every region whose blocks sell it.
+    for region, az_ids in spec.az_ids.items():
+        assert az_ids and set(az_ids) <= set(spec.offered_az_ids.get(region, ())), (region, az_ids)
+    for region in spec.capacity_block_regions:
+        assert region in catalog.REGIONS and spec.offered_az_ids.get(region), region
+
+
+def test_a_capacity_block_group_is_placed_only_where_ec2_offers_its_type():
+    for spec in catalog.INSTANCE_TYPES.values():
+        for region in spec.capacity_block_regions:
+            placed = [az_id for az_id in catalog.REGIONS[region] if spec.offered_in(region, az_id, capacity_block=True)]
+            assert placed == [az_id for az_id in catalog.REGIONS[region] if az_id in spec.offered_az_ids[region]]
+
+
+@pytest.mark.parametrize("name", catalog.TRAINIUM_TYPES)
+def test_the_instance_store_is_whole_disks_that_one_raid0_array_joins(name):
+    spec = catalog.INSTANCE_TYPES[name]
+    assert spec.instance_store_disks >= 1 and spec.instance_store_disk_gb > 0
+    assert spec.instance_store_gb == spec.instance_store_disks * spec.instance_store_disk_gb
 
 
 @pytest.mark.parametrize("name", catalog.TRAINIUM_TYPES)
 def test_a_node_advertises_its_physical_cores_grouped_by_its_generations_logical_core_setting(name):
     spec = catalog.INSTANCE_TYPES[name]
-    generation = catalog.GENERATIONS[spec.generation]
+    generation = hardware.GENERATIONS[spec.generation]
     assert generation.default_lnc in generation.lnc_settings
     for lnc in generation.lnc_settings:
         assert spec.neuron_cores_at(lnc) * lnc == spec.physical_neuron_cores
@@ -36,7 +55,7 @@ def test_a_node_advertises_its_physical_cores_grouped_by_its_generations_logical
 
 
 def test_every_generation_has_a_type_and_a_training_stack():
-    for name in catalog.GENERATIONS:
+    for name in hardware.GENERATIONS:
         assert any(catalog.INSTANCE_TYPES[t].generation == name for t in catalog.TRAINIUM_TYPES)
         assert name in versions.training_stack_of(name).generations
 

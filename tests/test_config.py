@@ -11,7 +11,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from support import STACKS, node_group_config, offering, one_group, settings, sold_as
 
-from trainium_eks import catalog, versions
+from trainium_eks import catalog, hardware, versions
 from trainium_eks.config import ConfigError, parse
 
 GROUP = node_group_config("trn1-32xl", "trn1.32xlarge")
@@ -20,7 +20,6 @@ STAGING_AZ = settings("staging", fixture=True).config["trainium-eks:trainiumAzId
 RESERVATION = {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": STAGING_AZ, "instanceCount": 2}
 
 # Node image releases and training stacks, named by what versions.py says of them rather than by tag.
-SOURCED = ", ".join(versions.sourced_releases())
 UNSOURCED = next(tag for tag, release in versions.NODE_IMAGE_RELEASES.items() if release.neuron_driver is None)
 XLA, NATIVE = versions.training_stack_of("trn1"), versions.training_stack_of("trn2")
 XLA_FIX = f"pin one of {XLA.default_node_image_release}"
@@ -171,7 +170,7 @@ BAD_INPUTS = [
     # Each group's node image release: pinned, known, with a sourced driver its training stack's runtime runs on.
     (pool(nodeImageRelease="latest"), "trainiumNodeGroups[0].nodeImageRelease", "floats"),
     (pool(nodeImageRelease="al2023@latest"), "trainiumNodeGroups[0].nodeImageRelease", "floats"),
-    (pool(nodeImageRelease="v20200101"), "trainiumNodeGroups[0].nodeImageRelease", f"pin one of {SOURCED}"),
+    (pool(nodeImageRelease="v20200101"), "trainiumNodeGroups[0].nodeImageRelease", XLA_FIX),
     (pool(nodeImageRelease=UNSOURCED), "trainiumNodeGroups[0].nodeImageRelease", "no source states"),
     (pool(nodeImageRelease=NATIVE.default_node_image_release), "trainiumNodeGroups[0].nodeImageRelease", XLA_FIX),
     (pool(trainingStack="jax"), "trainiumNodeGroups[0].trainingStack", "use one of"),
@@ -254,7 +253,7 @@ def test_shipped_stacks_parse(stack):
 def test_each_group_trains_with_its_generations_stack_on_that_stacks_release():
     both = {**trn2(), "trainiumNodeGroups": [POOL, *trn2()["trainiumNodeGroups"]], "teams": []}
     config = parse(settings("staging", fixture=True, **both).config, stack="staging")
-    assert {g.spec.generation for g in config.trainium_node_groups} == set(catalog.GENERATIONS)
+    assert {g.spec.generation for g in config.trainium_node_groups} == set(hardware.GENERATIONS)
     for group in config.trainium_node_groups:
         stack = versions.training_stack_of(group.spec.generation)
         assert group.stack == stack and group.spec.generation in stack.generations
@@ -263,7 +262,7 @@ def test_each_group_trains_with_its_generations_stack_on_that_stacks_release():
 
 
 @pytest.mark.parametrize("release", versions.sourced_releases())
-@pytest.mark.parametrize("generation", catalog.GENERATIONS)
+@pytest.mark.parametrize("generation", hardware.GENERATIONS)
 def test_a_group_may_pin_exactly_the_releases_whose_driver_its_runtime_runs_on(generation, release):
     instance_type = next(t for t in catalog.TRAINIUM_TYPES if catalog.INSTANCE_TYPES[t].generation == generation)
     raw = settings("staging", fixture=True, **one_group(instance_type, nodeImageRelease=release)).config
@@ -273,6 +272,31 @@ def test_a_group_may_pin_exactly_the_releases_whose_driver_its_runtime_runs_on(g
         with pytest.raises(ConfigError, match="does not initialise") as caught:
             parse(raw, stack="staging")
         assert caught.value.key.endswith("trainiumNodeGroups[0].nodeImageRelease")
+
+
+def releases_for(generation: str) -> list[str]:
+    """The releases a group of ``generation`` may pin: sourced, with a driver its training stack's runtime runs on."""
+    runtime = versions.training_stack_of(generation).runtime
+    return [tag for tag in versions.sourced_releases() if runtime.runs_on(versions.NODE_IMAGE_RELEASES[tag].neuron_driver)]
+
+
+REFUSED_RELEASES = [
+    (generation, release)
+    for generation in hardware.GENERATIONS
+    for release in ("latest", "v20200101", UNSOURCED, *versions.sourced_releases())
+    if release not in releases_for(generation)
+]
+
+
+@pytest.mark.parametrize(("generation", "release"), REFUSED_RELEASES)
+def test_a_refused_release_is_told_only_the_releases_its_groups_stack_runs_on(generation, release):
+    instance_type = next(t for t in catalog.TRAINIUM_TYPES if catalog.INSTANCE_TYPES[t].generation == generation)
+    raw = settings("staging", fixture=True, **one_group(instance_type, nodeImageRelease=release)).config
+    with pytest.raises(ConfigError) as caught:
+        parse(raw, stack="staging")
+    assert caught.value.key.endswith("trainiumNodeGroups[0].nodeImageRelease")
+    offered = caught.value.fix.split("pin one of ")[1].split(" (")[0].split(", ")
+    assert releases_for(generation) and offered == releases_for(generation), caught.value.fix
 
 
 def test_node_repair_follows_the_stack_and_can_be_turned_off():

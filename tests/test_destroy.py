@@ -1,5 +1,6 @@
 """`preflight destroy`: the order `pulumi destroy` deletes a stack in, what it refuses and what remains, read offline
-from the stack's plan. The stacks are the fixture stacks (tests/fixture_stacks), edited where a case needs it."""
+from the stack's plan. The stacks are the fixture stacks (tests/fixture_stacks), edited where a case needs it; the
+order that keeps the way to a private API endpoint is held for the shipped stacks too."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import json
 
 import pytest
 from mutation_case import plan_of
-from support import run_preflight
+from support import FIXTURE_STACKS, STACKS, cached_plan, run_preflight, settings
 
 from policies.rules.cleanup import KARPENTER_CHART
 from preflight import destroy
 from trainium_eks import tokens
-from trainium_eks.graph import Graph
+from trainium_eks.config import parse
+from trainium_eks.graph import Graph, Node
 
 
 def teardown(stack: str, **overrides) -> tuple[destroy.DestroyPlan, dict[str, int]]:
@@ -32,15 +34,16 @@ def test_an_unprotected_stack_is_deleted_whole_and_nothing_remains():
 
 
 def test_every_resource_goes_after_all_that_depend_on_it():
-    records = plan_of("dev")["resources"]
+    records = plan_of("dev", protectStatefulResources=False)["resources"]
     graph = Graph.from_records(records)
     edges = destroy.dependencies(graph)
-    plan, steps = teardown("dev")
-    for node in graph:
-        label = destroy._label(node)
-        for dependency in edges[node]:
-            if label in steps and destroy._label(dependency) in steps:
-                assert steps[label] < steps[destroy._label(dependency)], (label, destroy._label(dependency))
+    _, steps = teardown("dev", protectStatefulResources=False)
+    shown = [node for node in graph if destroy._shown(node)]
+    assert shown and {destroy._label(node) for node in shown} == set(steps)  # nothing is kept: every one has a step
+    for node in shown:
+        # through components and providers too, which have no step of their own
+        for dependency in destroy._closure(edges[node], edges) & set(shown):
+            assert steps[destroy._label(node)] < steps[destroy._label(dependency)], (node, dependency)
 
 
 def test_karpenter_and_the_volume_driver_outlive_what_they_clean_up():
@@ -97,4 +100,93 @@ def test_json_output_holds_the_steps_and_what_remains():
     result = run_preflight("destroy", "dev", "--json")
     assert result.returncode == 0, result.stderr
     printed = json.loads(result.stdout)
-    assert printed["steps"] and set(printed) == {"stack", "steps", "refused", "remains", "karpenter"}
+    assert printed["steps"] and set(printed) == {"stack", "drain", "steps", "apiPath", "refused", "remains", "karpenter"}
+    assert printed["drain"]["commands"] and printed["apiPath"]["lastKubernetesStep"] < printed["apiPath"]["firstPathStep"]
+
+
+FIXTURES = sorted(path.name.split(".")[1] for path in FIXTURE_STACKS.glob("Pulumi.*.yaml"))
+STACK_FILES = [(stack, False) for stack in STACKS] + [(stack, True) for stack in FIXTURES]
+
+
+def private_endpoint(stack: str, fixture: bool) -> bool:
+    return not parse(settings(stack, fixture=fixture).config, stack=stack).cluster.endpoint_public_access
+
+
+PRIVATE = [
+    pytest.param(
+        stack, fixture, id=f"{'fixture' if fixture else 'shipped'}-{stack}", marks=[] if fixture else [pytest.mark.stacks]
+    )
+    for stack, fixture in STACK_FILES
+    if private_endpoint(stack, fixture)
+]
+
+
+def test_the_fixture_stacks_include_a_private_one():
+    assert any(fixture for stack, fixture in STACK_FILES if private_endpoint(stack, fixture))
+
+
+def way_to_the_api(graph: Graph) -> set[Node]:
+    """What a destroy on the deploy runner, or kubectl through the access host, needs to reach a private endpoint,
+    found by what each resource is rather than by the component it sits in: the runner's project and webhook, the host
+    and its profile, every rule on or admitting their security groups, and the network's routes, NAT, internet
+    gateway and VPC endpoints."""
+    clients = graph.of_type(tokens.CODEBUILD_PROJECT, tokens.EC2_INSTANCE)
+    groups = {
+        g for c in clients for g in c.linked("vpcConfig") + c.linked("vpcSecurityGroupIds") if g.type == tokens.EC2_SECURITY_GROUP
+    }
+    rules = [
+        rule
+        for rule in graph.of_type(tokens.VPC_SECURITY_GROUP_INGRESS_RULE, tokens.VPC_SECURITY_GROUP_EGRESS_RULE)
+        if {*rule.linked("securityGroupId"), *rule.linked("referencedSecurityGroupId")} & groups
+    ]
+    network = graph.of_type(
+        tokens.EC2_ROUTE_TABLE,
+        tokens.EC2_ROUTE_TABLE_ASSOCIATION,
+        tokens.EC2_NAT_GATEWAY,
+        tokens.EC2_EIP,
+        tokens.EC2_INTERNET_GATEWAY,
+        tokens.EC2_VPC_ENDPOINT,
+        tokens.CODEBUILD_WEBHOOK,
+        tokens.IAM_INSTANCE_PROFILE,
+    )
+    return {*clients, *groups, *rules, *network}
+
+
+@pytest.mark.parametrize(("stack", "fixture"), PRIVATE)
+def test_a_private_stack_keeps_its_way_to_the_api_until_the_last_kubernetes_object_is_gone(stack, fixture):
+    records = cached_plan(stack, False, fixture=fixture).to_json()["resources"]
+    plan = destroy.plan_destroy(records, stack)
+    step_of = {node.urn: index for index, step in enumerate(plan.steps, 1) for node in step}
+    graph = Graph.from_records(records)
+    through_the_api = {step_of[n.urn] for n in graph if n.custom and n.type.startswith("kubernetes:") and n.urn in step_of}
+    access = {step_of[n.urn] for n in way_to_the_api(graph) if n.urn in step_of}
+    assert through_the_api and access, (through_the_api, access)
+    assert max(through_the_api) < min(access)
+    assert plan.api_path.keeps_the_api and plan.api_path.last_kubernetes_step == max(through_the_api)
+    assert plan.api_path.first_path_step <= min(access)  # what it prints covers every part of the way
+    report = destroy.report(plan)
+    assert f"after the last Kubernetes object (step {max(through_the_api)})" in report
+
+
+def test_a_provider_that_does_not_wait_for_the_way_to_the_api_is_reported():
+    """The wiring before: the Kubernetes provider depended on the cluster's client rules alone."""
+    records = plan_of("prod")["resources"]
+    (provider,) = [r for r in records if r["type"] == "pulumi:providers:kubernetes"]
+    provider["dependencies"] = [urn for urn in provider["dependencies"] if "api-from-client" in urn]
+    assert provider["dependencies"]
+    plan = destroy.plan_destroy(records, "prod")
+    assert not plan.api_path.keeps_the_api
+    assert "loses the API part way" in destroy.report(plan)
+
+
+def test_the_drain_comes_first_with_every_namespace_the_stack_creates():
+    records = plan_of("staging")["resources"]
+    namespaces = {r["inputs"]["metadata"]["name"] for r in records if r["type"] == tokens.K8S_NAMESPACE}
+    plan = destroy.plan_destroy(records, "staging")
+    assert len(namespaces) > 1 and {f"kubectl delete vcjob --all -n {ns}" for ns in namespaces} <= set(plan.drain.commands)
+    pools = [i for i, step in enumerate(plan.steps, 1) for n in step if n.type == tokens.KARPENTER_NODE_POOL]
+    assert pools and "karpenter.sh/do-not-disrupt" in plan.drain.reason and f"step {min(pools)}" in plan.drain.reason
+    report = destroy.report(plan).splitlines()
+    assert report[0].startswith("first, stop the running jobs") and report.index(f"  {plan.drain.commands[0]}") < report.index(
+        "  step 1:"
+    )

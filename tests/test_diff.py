@@ -79,7 +79,7 @@ def test_scaling_a_managed_group_is_one_in_place_change_and_the_month_costs_one_
         {"path": "scalingConfig.desiredSize", "old": 1, "new": 2},
         {"path": "scalingConfig.minSize", "old": 1, "new": 2},
     ]
-    node = catalog.INSTANCE_TYPES["trn1.32xlarge"].on_demand_usd_per_hour[before["aws:region"]] * catalog.HOURS_PER_MONTH
+    node = catalog.INSTANCE_TYPES["trn1.32xlarge"].price(before["aws:region"]) * catalog.HOURS_PER_MONTH
     root_volume = 300 * service_prices.EBS_GP3_USD_PER_GB_MONTH
     busy = impact["cost"]["after"]["busyUsd"] - impact["cost"]["before"]["busyUsd"]
     assert busy == pytest.approx(node + root_volume, abs=1)

@@ -16,7 +16,7 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 from support import evaluate, one_group
@@ -26,8 +26,11 @@ from jobs.components import JOB_VERSION_ANNOTATION
 from jobs.launch import DATASET
 from jobs.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, read_metrics, stage_dataset, wait_for_step
 from jobs.local_etcd import LocalEtcd
+from jobs.paths import run_directory
+from jobs.rehearsal_workloads import WORKLOADS
 from preflight.stackfile import REPO_ROOT
 from training.options import BERT_TINY
+from trainium_eks.contract import PlatformContract
 
 STACK = "staging"
 # A fixture of the shipped stack: two trn1.32xlarge nodes (the launcher's default job has two tasks) and three etcd
@@ -84,7 +87,7 @@ def rehearse(job, plan, cluster, member, tmp_path, steps, annotations=None, **ov
         training_args={**TINY_CPU_TRAINING, "--max-steps": steps},
         **overrides,
     )
-    output_dir = fsx / "checkpoints" / JOB_NAME
+    output_dir = WORKLOADS["bert"].output_dir(job, cpu)  # the launched job's own run directory, on the local volume
     logs = tmp_path / f"logs-{len(list(tmp_path.glob('logs-*')))}"
     return Rehearsal(job, cpu, logs, annotations).start(), output_dir
 
@@ -97,7 +100,14 @@ def rehearsal_command(plan, tmp_path, *options: str) -> tuple[subprocess.Complet
     command = [sys.executable, "-m", "jobs.rehearsal", "--outputs", str(outputs), "--workdir", str(workdir), "--json"]
     ran = subprocess.run([*command, *options], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
     outcome = json.loads(ran.stdout) if ran.stdout.strip() else {}
-    return ran, outcome, workdir / "fsx" / "checkpoints" / JOB_NAME
+    return ran, outcome, workdir / "fsx" / run_directory_on_volume(plan)
+
+
+def run_directory_on_volume(plan) -> Path:
+    """The default BERT job's run directory (the first node group's), relative to the shared volume's mount."""
+    contract = PlatformContract.from_outputs(plan.outputs)
+    directory = run_directory(contract, JOB_NAME, contract.node_groups[0])
+    return Path(PurePosixPath(directory).relative_to(contract.fsx_mount_path))
 
 
 def test_two_nodes_train_through_etcd_and_loss_falls(plan, tmp_path):
@@ -138,11 +148,11 @@ def test_a_drained_job_stops_after_a_whole_step_and_resumes_from_it_losing_none(
     stopped = outcome["drained_at_step"]
     assert stopped >= drain_at and outcome["resumed_from"] == stopped
     assert (output / f"checkpoint-{stopped}").is_dir()  # written by the drain, whatever the checkpoint interval
-    assert outcome["drain"]["exit_seconds"] < outcome["drain"]["grace_seconds"]  # within the pods' grace period
+    assert outcome["drains"][0]["exit_seconds"] < outcome["drains"][0]["grace_seconds"]  # within the pods' grace period
     assert outcome["drain_to_step_seconds"] > 0
     records = read_metrics(output / "metrics.jsonl")
     assert [r["step"] for r in records] == list(range(1, 41))  # every step trained once: none lost, none repeated
-    assert f"SIGTERM to the 2 torchrun agents after step {outcome['drain']['after_step']}" in ran.stderr
+    assert f"SIGTERM to the 2 torchrun agents after step {outcome['drains'][0]['after_step']}" in ran.stderr
 
 
 def test_a_job_that_volcano_restarts_meets_in_a_new_rendezvous_and_resumes(job, plan, etcd_cluster, tmp_path):

@@ -21,7 +21,7 @@ from job_outputs import (
 from support import run_preflight, stack_copy
 
 from jobs import grace_period, launch, platform_job, torchtitan_job
-from jobs.components import BACKENDS
+from jobs.components import AGENT_COMMAND, BACKENDS
 from trainium_eks import catalog, layout, versions
 from trainium_eks.contract import PlatformContract
 
@@ -102,7 +102,8 @@ def test_torchtitan_on_the_trn2_group_runs_the_cited_configuration_with_a_grace_
         (container,) = template["spec"]["containers"]
         command = container["command"]
         assert container["image"] == outputs["trainiumNodeGroupSoftware"]["trn2-48xl"]["trainingImage"]
-        assert command[command.index("-m") + 1] == torchtitan_job.MODULE and " ".join(recipe.model_options) in " ".join(command)
+        module = command[command.index("-m", len(AGENT_COMMAND)) + 1]  # torchrun's -m, after the entrypoint's
+        assert module == torchtitan_job.MODULE and " ".join(recipe.model_options) in " ".join(command)
         dump_folder = torchtitan_job.last_value(command, "--job.dump_folder")
         assert dump_folder == f"{outputs['checkpointsPath']}/qwen3train" and "--checkpoint.enable" in command
         assert any(m["mountPath"] == outputs["fsxMountPath"] for m in container["volumeMounts"])
@@ -137,7 +138,7 @@ def test_bert_on_the_trn1_group_is_the_job_it_was_with_a_grace_period_for_its_ch
     contract = PlatformContract.from_outputs(outputs)
     built = launch.volcano_job(contract, platform_job.JobRequest(name="berttrain", node_group="trn1-32xl"))
     expected = grace_period.job_grace_period("large", "trn1.32xlarge", 16, 32, outputs["fsxThroughputMBps"])
-    assert grace_of(job) == {(expected.seconds, str(expected.seconds))} and expected.fits_capacity_block_notice
+    assert grace_of(job) == {(expected.seconds, str(expected.seconds))} and expected.fits_capacity_block_window
     assert job["metadata"]["annotations"].pop(platform_job.GRACE_PERIOD_ANNOTATION) == expected.describe()
     for template in pod_templates(job):
         del template["spec"]["terminationGracePeriodSeconds"]

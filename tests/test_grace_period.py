@@ -92,8 +92,8 @@ def test_the_tutorial_job_takes_its_measured_step_and_others_leave_it_out_until_
 
 def test_a_grace_period_longer_than_a_capacity_blocks_notice_is_flagged():
     long_write = grace_period.GracePeriod(checkpoint_bytes=10**12, throughput_mb_s=100, step_seconds=5)
-    assert long_write.seconds > grace_period.CAPACITY_BLOCK_NOTICE_SECONDS and not long_write.fits_capacity_block_notice
-    assert grace_period.GracePeriod(4 * 1000**3, 234, 5).fits_capacity_block_notice
+    assert long_write.seconds > grace_period.CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS and not long_write.fits_capacity_block_window
+    assert grace_period.GracePeriod(4 * 1000**3, 234, 5).fits_capacity_block_window
 
 
 def test_the_rehearsal_gives_the_pods_own_grace_period_or_kubernetes_default():

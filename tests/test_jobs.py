@@ -52,16 +52,19 @@ def test_the_default_job_launches_on_every_stack(tmp_path, stack):
     assert len(job["spec"]["tasks"]) == default_nodes(outputs)
 
 
-def test_a_failed_or_evicted_pod_restarts_the_job_in_a_new_rendezvous(tmp_path):
+def test_a_drained_or_evicted_pod_restarts_the_job_in_a_new_rendezvous_and_a_spent_crash_budget_ends_it(tmp_path):
     path, _ = outputs_file(tmp_path)
     job = launch_json("--outputs", str(path), "--dryrun", "--json")
-    assert job["spec"]["maxRetry"] == 3
-    assert {(p["event"], p["action"]) for p in job["spec"]["policies"]} == {
-        ("PodFailed", "RestartJob"),
-        ("PodEvicted", "RestartJob"),
-    }
+    # Planned restarts are not rationed: Volcano counts every restart against maxRetry (jobs.volcano_lifecycle).
+    assert job["spec"]["maxRetry"] == 2**31 - 1
+    assert job["spec"]["policies"] == [  # in this order: Volcano takes the first policy that matches
+        {"exitCode": 143, "action": "RestartJob"},  # training.agent stopped by SIGTERM: a drain
+        {"event": "PodEvicted", "action": "RestartJob"},
+        {"event": "PodFailed", "action": "TerminateJob"},  # torchrun gave up after --max-restarts
+    ]
     for template in pod_templates(job):
         (container,) = template["spec"]["containers"]
+        assert container["command"][:3] == ["python", "-m", "training.agent"]
         (run_id,) = [a for a in container["command"] if a.startswith("--rdzv_id=")]
         assert run_id.endswith("-$(VOLCANO_JOB_VERSION)")  # expanded by the kubelet from the variable below
         version = {e["name"]: e for e in container["env"]}["VOLCANO_JOB_VERSION"]

@@ -16,6 +16,7 @@ from preflight import analysis, node_facts, planfile, stackfile
 from trainium_eks import layout
 from trainium_eks.config import addresses, parse
 from trainium_eks.graph import Graph
+from trainium_eks.wording import span
 
 # A trn1 and a trn2 pool (the trn2 one in a Capacity Block), and a managed group of single-card trn1 nodes.
 GROUPS = {
@@ -92,7 +93,7 @@ def test_plan_json_holds_the_generation_stack_node_image_and_address_facts_the_t
             f"{running} per running {group.instance_type} node" in address_line
             and f"{taken['perCrowdedNode']} crowded" in address_line
         )
-        assert f"{taken['atMaxSize']:,} to {taken['crowdedAtMaxSize']:,} at maxSize {group.scaling.max_size}" in address_line
+        assert f"; {span(taken['atMaxSize'], taken['crowdedAtMaxSize'])} at maxSize {group.scaling.max_size}" in address_line
         assert f"({taken['subnetUsable']:,} usable)" in address_line
 
 

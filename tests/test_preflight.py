@@ -40,6 +40,7 @@ def test_plan_json_has_the_engine_shape():
         "stack",
         "resources",
         "outputs",
+        "capacityBlockDrains",
         "cost",
         "deployment",
         "firstStep",

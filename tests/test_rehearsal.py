@@ -17,11 +17,14 @@ from support import STACKS, cached_plan, evaluate, one, one_group
 
 from jobs.local_agents import TINY_CPU_TRAINING
 from jobs.local_etcd import LocalEtcd
-from jobs.rehearsal_report import DrainEvent, RehearsalRequest, outcome, progress
+from jobs.rehearsal_report import DrainEvent, JobRun, RehearsalRequest, outcome, progress
+from jobs.volcano_lifecycle import JobStatus
 from preflight.stackfile import REPO_ROOT
 from trainium_eks.contract import PlatformContract
 
 INTERVAL = int(TINY_CPU_TRAINING["--checkpoint-every"])  # the rehearsal's checkpoint interval
+# The Volcano Job of a run that trained to its end: Completed, as its lifecycle left it.
+COMPLETED = JobRun(JobStatus("Completed", retry_count=1), max_retry=2**31 - 1, crash_budget=3)
 
 
 @functools.cache
@@ -57,6 +60,13 @@ BAD_OPTIONS = {
     "kill-at-end": lambda g: (["--kill-at", "40"], "--kill-at 40: the run ends at step 40"),
     "drain-at-end": lambda g: (["--drain-at", "40"], "--drain-at 40: the run ends at step 40"),
     "kill-and-drain": lambda g: (["--kill-at", "12", "--drain-at", "14"], "--kill-at and --drain-at: give one"),
+    "drains-without-a-step": lambda g: (["--drains", "3"], "--drains 3: give --drain-at STEP too"),
+    "drains-past-the-end": lambda g: (
+        ["--drain-at", "10", "--drains", "4"],
+        "--drains 4: 4 drains --drain-at 10 steps apart need more than 40 steps, and the run ends at step 40",
+    ),
+    "crash-and-drain": lambda g: (["--crash-at-start", "--drain-at", "14"], "--drain-at and --crash-at-start: give one"),
+    "crash-torchtitan": lambda g: (["--crash-at-start", "--workload", "torchtitan"], "--crash-at-start: the BERT script"),
     "no-steps": lambda g: (["--steps", "0"], "--steps 0: input should be greater than 0"),
     "etcd-members": lambda g: (["--etcd-members", "2"], "--etcd-members 2"),
     "nodes": lambda g: (
@@ -112,7 +122,7 @@ def test_a_run_passes_only_when_killed_at_the_step_asked_and_resumed_from_the_ch
     steps, resumed_from, exits, problem
 ):
     request = RehearsalRequest(steps=20, kill_at=12)
-    result = outcome(request, records(steps, resumed_from), exits, 95.0, SAVED)
+    result = outcome(request, records(steps, resumed_from), exits, 95.0, SAVED, COMPLETED)
     assert result.problem == problem
     assert result.summary().endswith("PASSED" if problem is None else f"FAILED: {problem}")
     if problem is None:
@@ -144,13 +154,13 @@ def drain(after_step: int, sent_at: float, killed: bool = False) -> DrainEvent:
         ([*range(1, 14), *range(11, 21)], [0] * 13 + [10] * 10, drain(12, 111.5), "3 steps lost"),
         ([*range(1, 14), *range(14, 21)], [0] * 13 + [13] * 7, drain(12, 111.5, killed=True), "outlived the 30 s grace"),
         ([*range(1, 21)], [0] * 20, drain(12, 111.5), "training never restarted after the SIGTERM after step 12"),
-        ([*range(1, 21)], [0] * 20, None, "the agents ended before step 12, so no drain was rehearsed"),
+        ([*range(1, 21)], [0] * 20, None, "the agents ended before drain 1 of 1 was due"),
     ],
     ids=["nothing-lost", "steps-lost", "killed-after-grace", "never-restarted", "never-drained"],
 )
 def test_a_drain_passes_only_when_the_resumed_job_loses_no_step(steps, resumed_from, event, problem):
     request = RehearsalRequest(steps=20, drain_at=12)
-    result = outcome(request, records(steps, resumed_from), [0, 0], 95.0, SAVED, event)
+    result = outcome(request, records(steps, resumed_from), [0, 0], 95.0, SAVED, COMPLETED, [event] if event else [])
     if problem is not None:
         assert problem in result.problem and result.summary().endswith(f"FAILED: {result.problem}")
     else:

@@ -10,7 +10,7 @@ import yaml
 from job_outputs import TWO_GENERATIONS
 from support import evaluate, node_group_config, offering, one
 
-from trainium_eks import catalog, layout, tokens, versions
+from trainium_eks import catalog, hardware, layout, tokens, versions
 from trainium_eks.contract import PlatformContract
 
 pytestmark = pytest.mark.stacks
@@ -131,7 +131,7 @@ def test_queues_and_team_quotas_count_both_generations_at_their_advertised_neuro
     advertised = {
         layout.NEURON_DEVICE_RESOURCE: sum(nodes * spec.neuron_devices for spec, nodes in groups),
         layout.NEURON_CORE_RESOURCE: sum(
-            nodes * spec.neuron_cores_at(catalog.GENERATIONS[spec.generation].default_lnc) for spec, nodes in groups
+            nodes * spec.neuron_cores_at(hardware.GENERATIONS[spec.generation].default_lnc) for spec, nodes in groups
         ),
         layout.EFA_RESOURCE: sum(nodes * spec.max_efa_interfaces for spec, nodes in groups),
     }

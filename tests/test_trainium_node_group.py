@@ -8,7 +8,7 @@ import base64
 import pytest
 from support import STACKS, by_urn, evaluate, node_group_config, offering, one, settings, sold_as
 
-from trainium_eks import catalog, layout, versions
+from trainium_eks import catalog, hardware, layout, versions
 
 pytestmark = pytest.mark.stacks
 
@@ -49,22 +49,22 @@ def test_launch_template_attaches_one_efa_per_network_card_in_the_catalog_layout
     interfaces = lt.inputs["networkInterfaces"]
     spec = catalog.INSTANCE_TYPES[instance_type]
 
-    efa_cards = sorted(int(i["networkCardIndex"]) for i in interfaces if i["interfaceType"] in catalog.EFA_INTERFACE_TYPES)
+    efa_cards = sorted(int(i["networkCardIndex"]) for i in interfaces if i["interfaceType"] in hardware.EFA_INTERFACE_TYPES)
     assert efa_cards == list(range(spec.network_cards))
     found = {(int(i["networkCardIndex"]), int(i["deviceIndex"]), i["interfaceType"]) for i in interfaces}
     assert found == {(s.network_card_index, s.device_index, s.interface_type) for s in spec.efa_layout()}
     primary = one([i for i in interfaces if (i["networkCardIndex"], i["deviceIndex"]) == (0, 0)])
-    assert primary["interfaceType"] != catalog.EFA_ONLY_INTERFACE  # EC2 refuses an EFA-only primary interface
+    assert primary["interfaceType"] != hardware.EFA_ONLY_INTERFACE  # EC2 refuses an EFA-only primary interface
     assert primary["associatePublicIpAddress"] == "false"
     # EFA-only interfaces take no address, so none of them asks for one.
-    assert not any("associatePublicIpAddress" in i for i in interfaces if i["interfaceType"] == catalog.EFA_ONLY_INTERFACE)
+    assert not any("associatePublicIpAddress" in i for i in interfaces if i["interfaceType"] == hardware.EFA_ONLY_INTERFACE)
 
 
 @pytest.mark.parametrize("instance_type", [t for t in EFA_TYPES if catalog.INSTANCE_TYPES[t].efa_only_interfaces])
 def test_efa_only_layout_takes_one_private_ip_per_node_whatever_the_card_count(instance_type):
     plan = plan_with(instance_type)
     lt, _ = trainium_parts(plan)
-    with_address = [i for i in lt.inputs["networkInterfaces"] if i["interfaceType"] != catalog.EFA_ONLY_INTERFACE]
+    with_address = [i for i in lt.inputs["networkInterfaces"] if i["interfaceType"] != hardware.EFA_ONLY_INTERFACE]
     assert len(with_address) == 1  # only the primary ENA interface; the cards' EFA devices are EFA-only
     (entry,) = plan.outputs["trainiumNodeGroups"]
     assert plan.outputs["trainiumPrivateIpsPerNode"] == {entry["name"]: len(with_address)}

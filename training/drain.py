@@ -2,12 +2,12 @@
 same step, rank 0 writes its checkpoint and all exit 0.
 
 Where SIGTERM comes from: the kubelet sends it to a terminating container's PID 1, which in a training pod is
-``torchrun``. The agent turns it into ``SignalException`` (torch 2.13: ``torch/distributed/elastic/multiprocessing/
+``torchrun``. The agent turns it into ``SignalException`` (torch 2.14.1: ``torch/distributed/elastic/multiprocessing/
 api.py`` lines 76-86, registered at 536-547 for TORCHELASTIC_SIGNALS_TO_HANDLE, default "SIGTERM,SIGINT,SIGHUP,
-SIGQUIT") and shuts its workers down (``elastic/agent/server/api.py`` 752-756, ``local_elastic_agent.py`` 517-527):
+SIGQUIT") and shuts its workers down (``elastic/agent/server/api.py`` 752-756, ``local_elastic_agent.py`` 527-537):
 ``SubprocessContext._close`` (``multiprocessing/api.py`` 1023-1053) sends each worker the same SIGTERM, waits up to
 the agent's shutdown timeout for them, then SIGKILLs the rest. That timeout is ``--shutdown-timeout`` or
-TORCH_ELASTIC_SHUTDOWN_TIMEOUT, 30 s by default (``launcher/api.py`` 145-149): a drain longer than that needs the
+TORCH_ELASTIC_SHUTDOWN_TIMEOUT, 30 s by default (``launcher/api.py`` 148-152): a drain longer than that needs the
 launcher to raise it with the pod's grace period (``jobs.grace_period``). The agent then re-raises the signal and
 exits non-zero without closing the rendezvous (``launcher/api.py`` 391-397); the restarted job meets under its new
 run id.

@@ -6,7 +6,8 @@ NeuronCore, rendezvous through etcd. The model is Hugging Face's ``BertForPreTra
 Each optimizer step accumulates gradients over ``--grad-accum-steps`` micro-batches; rank 0 logs throughput and
 loss, writes TensorBoard events and checkpoints to the shared volume. Restarted workers (torchrun after a
 failure, or Volcano restarting the job) resume from the newest checkpoint: the same weights, optimizer and
-schedule, and the data stream from where that checkpoint left it. On SIGTERM (a drained node) every worker stops
+schedule, and the data stream from where that checkpoint left it, and only a run of the same model, world size and
+backend (``training/run_record.py``; any other is refused in one line). On SIGTERM (a drained node) every worker stops
 after the same step and rank 0 checkpoints it, so the resumed job loses no step (``training/drain.py``).
 ``--device cpu --model tiny`` runs anywhere.
 """
@@ -29,7 +30,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
 from training import backend as backends
-from training import checkpoint, options
+from training import checkpoint, options, run_record
 from training import model as bert
 from training.data import ShardDataset
 from training.drain import Drain
@@ -72,6 +73,26 @@ def micro_batches(loader: DataLoader, sampler: DistributedSampler, consumed: int
         epoch += 1
 
 
+def claim_output_dir(args: argparse.Namespace, backend: backends.Backend, rank: int, world: int, distributed: bool) -> None:
+    """Stop every worker, with exit status 2 and rank 0's one line, if ``--output-dir`` holds another run's
+    checkpoints (``training.run_record``): rank 0 checks, the others learn its verdict. Each restart meets the same
+    refusal, so torchrun's and Volcano's restarts end in a failed job rather than a run resumed from another's step."""
+    refusal = None
+    if rank == 0:
+        identity = run_record.RunIdentity(model=bert.architecture(args.model), world_size=world, backend=backend.name)
+        try:
+            run_record.claim(args.output_dir, identity)
+        except run_record.ResumeRefused as refused:
+            refusal = str(refused)
+    refused_by_rank_0 = backend.agree(refusal is not None, distributed)
+    if refusal is not None:
+        print(refusal, file=sys.stderr, flush=True)
+    if refused_by_rank_0 or refusal is not None:  # rank 0 stops on its own verdict, whatever the collective returned
+        if distributed:
+            dist.destroy_process_group()
+        raise SystemExit(2)
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     try:
@@ -92,6 +113,7 @@ def train(args: argparse.Namespace, backend: backends.Backend, drain: Drain) -> 
     torch.manual_seed(args.seed)
 
     args.output_dir.mkdir(parents=True, exist_ok=True)
+    claim_output_dir(args, backend, rank, world, distributed)
     resume = checkpoint.latest(args.output_dir)
     network, state = checkpoint.load(resume) if resume else (bert.build(args.model), None)
     network.to(device)

@@ -3,12 +3,12 @@
 TorchTitan's debug configuration expects its repository's test assets (``tests/assets/tokenizer`` and the ``c4_test``
 JSON split), which its wheel does not ship, and this machine reaches no model hub. So the same shapes are generated,
 deterministically: a JSON-lines file of ``{"text": ...}`` documents, which TorchTitan's ``c4_test`` loader reads with
-``datasets.load_dataset(path, split="train")`` (torchtitan 0.2.2 ``hf_datasets/text_datasets.py`` 42-46), and a
+``datasets.load_dataset(path, split="train")`` (torchtitan 0.3.0 ``hf_datasets/text_datasets.py`` 44-48), and a
 byte-level BPE trained on it with Hugging Face ``tokenizers``, saved as ``tokenizer.json`` beside the
 ``tokenizer_config.json`` from which TorchTitan's tokenizer reads its BOS and EOS tokens (``components/tokenizer.py``).
 
-On the shared volume they sit where a job's datasets do: ``<datasetsPath>/<ASSETS>/tokenizer`` (``--model.
-hf_assets_path``) and ``<datasetsPath>/<ASSETS>/text`` (``--training.dataset_path``).
+On the shared volume they sit where a job's datasets do: ``<datasetsPath>/<ASSETS>/tokenizer`` (``--hf_assets_path``)
+and ``<datasetsPath>/<ASSETS>/text`` (``--dataloader.dataset_path``).
 
     python -m training.titan_assets DATASETS_DIR     # writes DATASETS_DIR/titan-rehearsal/{tokenizer,text}
 """
@@ -60,7 +60,10 @@ def write_assets(directory: Path) -> Path:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE, special_tokens=[BOS, EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=VOCAB_SIZE,
+        special_tokens=[BOS, EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,  # its progress bars print blank lines where stdout is not a terminal
     )
     tokenizer.train_from_iterator(texts, trainer)
     tokenizer.save(str(tokenizer_dir / "tokenizer.json"))

@@ -1,63 +1,46 @@
-"""LLM pre-training with TorchTitan, as the platform runs it: ``torchrun ... -m training.titan_train <TorchTitan options>``.
+"""LLM pre-training with TorchTitan, as the platform runs it: ``torchrun ... -m training.titan_train --module
+training.titan_configs --config NAME <TorchTitan options>``.
 
-TorchTitan's own trainer and command line (``torchtitan.train.main``), with ``DrainingTrainer``, which adds what the
-platform needs of every training process:
-
-- Drains that lose no step (``training/drain.py``): on SIGTERM the worker finishes its step; every step ends with an
-  all-reduce of "was any worker signalled?", so all workers stop after the same step; that step is then checkpointed
-  in full (model, optimizer, schedule, data loader and step: resumable, even where ``--checkpoint.last_save_model_only``
-  keeps the end of a run to the weights) unless its periodic checkpoint already holds it, and the process exits 0.
-  TorchTitan has no SIGTERM handling of its own (0.2.2: no ``signal`` use outside ``experiments/``); a restarted job
-  resumes from the newest ``step-N`` under ``--checkpoint.folder`` by itself.
-- A record per logged step in ``<--job.dump_folder>/metrics.jsonl`` (step, loss, the step it resumed from, time),
-  as ``training.pretrain_bert`` writes them, for `jobs.rehearsal` and the tests.
+TorchTitan 0.3's own entry point, ``torchtitan.train.main`` (it parses ``--module``/``--config`` and the options,
+then ``trainer = config.build()``, train.py:17-71), unchanged; the platform's trainer comes in through the
+configuration (``training.titan_configs``, ``training.titan_trainer``).
 
 Where it computes. On the native training image TorchNeuron registers the ``neuron`` device (PyTorch's PrivateUse1
 backend), which TorchTitan's own detection returns (``torch._utils._get_available_device_type``, called by
-torchtitan/tools/utils.py:37), with the ``neuron`` process group: nothing here changes. Without an accelerator
-TorchTitan cannot start: it falls back to "cuda" (tools/utils.py:37, ``... or "cuda"``) and calls
-``torch.cuda.set_device`` (train.py:90), and it has no option for the device. The CPU shim, applied only where no
-accelerator is present, does the least that makes TorchTitan 0.2.2 train on CPUs with gloo:
+torchtitan/tools/utils.py:54-59), with the ``neuron`` process group: nothing here changes. Without an accelerator
+TorchTitan cannot start: it falls back to "cuda" (tools/utils.py:55, ``... or "cuda"``) and calls
+``device_module.set_device`` (trainer.py:297-301), and it has no option for the device. The CPU shim, applied only
+where no accelerator is present, does the least that makes TorchTitan 0.3.0 train on CPUs with gloo:
 
 1. TorchTitan's device is ``cpu``: its device detection answers "cpu" while ``torchtitan.tools.utils`` is imported
-   (tools/utils.py:37-43 fix the device once, at import; torch's own detection is restored right after). Its process
-   group backend follows from the device: gloo (torch's default map for cpu, used by distributed/utils.py).
+   (tools/utils.py:54-59 fix the device once, at import; torch's own detection is restored right after). Its process
+   group backend follows from the device: gloo (torch's default map for cpu, distributed/utils.py:513-517).
 2. Its device module is ``torch.cpu`` with the CUDA calls TorchTitan makes of it answered for a CPU
-   (``CpuDeviceModule``): the memory monitor's (components/metrics.py:45-53, 65) and an integer ``current_device``,
-   which distributed/utils.py:386 passes to ``barrier(device_ids=...)`` (``torch.cpu.current_device`` returns "cpu").
-3. gloo has no ``ReduceOp.PREMUL_SUM``, which FSDP2's reduce-scatter uses once a gradient divide factor is set
-   (torch 2.13 torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:846-851); TorchTitan sets it to 1.0 on every FSDP module
-   (models/llama3/infra/parallelize.py:284). On a gloo group the trainer asks FSDP2 for plain SUM reductions
-   (``set_force_sum_reduction_for_comms``): SUM, then a division by 1.0, the same gradients.
+   (``CpuDeviceModule``): the memory monitor's (components/metrics.py:39-50, 62, 92: ``get_device_name``,
+   ``get_device_properties``, ``memory_stats``, ``reset_peak_memory_stats``, ``empty_cache``, none of which
+   torch 2.14.1's ``torch.cpu`` has) and an integer ``current_device``, which distributed/utils.py:586 passes to
+   ``barrier(device_ids=...)``: torch 2.14.1's ``torch.cpu.current_device`` returns "cpu" (torch/cpu/__init__.py:
+   239-244), and its barrier makes ``torch.device(device.type, device_ids[0])`` of it (torch/distributed/
+   distributed_c10d.py:6343-6346). Both modules bind ``device_module`` when imported (metrics.py:21,
+   distributed/utils.py:30), after the shim has replaced it.
 
-TorchTitan 0.3.0 cannot train on CPUs at all (its language models' attention is flex, which torch refuses to
-differentiate on a CPU, torch/nn/attention/flex_attention.py:2075-2083, or varlen, a CUDA flash kernel; sdpa was
-removed, torchtitan/models/common/config_utils.py:97-101), so the CPU rehearsal runs 0.2.2, the version TorchTitan
-Neuron 0.2.2+neuron.1 extends (Neuron release notes, components/torchtitan-neuron, 2.33.0).
+The third CPU difference, gloo's lack of ``PREMUL_SUM``, is the draining trainer's (``training.titan_trainer``).
+
+Torch itself needs nothing more: the rehearsal runs torch 2.14.1, the patch release of the native image's 2.14.0
+(requirements-dev.txt), and TorchTitan 0.3.0 trains on it as it stands (its ``torch.distributed.set_timeout``,
+distributed/utils.py:595, is torch/distributed/distributed_c10d.py:2231; FSDP2 takes the default
+``--parallelism.spmd_backend spmd_types`` parameters on gloo). The one other difference is the rehearsal model's
+attention (``training.titan_configs`` says why).
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import os
 import platform
 import sys
-import time
-from collections.abc import Callable
-from contextlib import contextmanager
-from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
 
 import torch
-import torch.distributed as dist
-from torch.distributed.fsdp import FSDPModule
-
-from training.drain import Drain
-
-if TYPE_CHECKING:
-    from torchtitan.config import JobConfig
 
 
 class CpuDeviceModule:
@@ -110,90 +93,21 @@ def use_cpu_without_accelerator() -> bool:
 
 ON_CPU = use_cpu_without_accelerator()
 
-# TorchTitan fixes its device when first imported: these come after the choice above.
-from torchtitan.components.metrics import BaseLogger  # noqa: E402
+# TorchTitan fixes its device when first imported: this comes after the choice above.
 from torchtitan.tools.logging import logger  # noqa: E402
-from torchtitan.train import Trainer  # noqa: E402
 from torchtitan.train import main as titan_main  # noqa: E402
 
-LOSS = "loss_metrics/global_avg_loss"
-
-
-class StepRecords(BaseLogger):
-    """TorchTitan's metric loggers, plus one JSON line per logged training step (rank 0 only)."""
-
-    def __init__(self, inner: BaseLogger, path: Path, resumed_from: Callable[[], int]):
-        self.inner, self.path, self.resumed_from = inner, path, resumed_from
-        path.parent.mkdir(parents=True, exist_ok=True)
-
-    def log(self, metrics: dict, step: int) -> None:
-        self.inner.log(metrics, step)
-        if LOSS in metrics:  # a training step's metrics (validation logs others)
-            record = {"step": step, "loss": float(metrics[LOSS]), "resumed_from": self.resumed_from(), "time": time.time()}
-            with self.path.open("a") as records:
-                records.write(json.dumps(record) + "\n")
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-@contextmanager
-def full_last_save(checkpointer):
-    """The "last step" save as a full, resumable checkpoint, whatever ``--checkpoint.last_save_model_only`` says of the
-    end of a run (a weights-only or Hugging Face export cannot be resumed from)."""
-    kept = checkpointer.last_save_model_only, checkpointer.last_save_in_hf
-    checkpointer.last_save_model_only, checkpointer.last_save_in_hf = False, False
-    try:
-        yield checkpointer
-    finally:
-        checkpointer.last_save_model_only, checkpointer.last_save_in_hf = kept
-
-
-class DrainingTrainer(Trainer):
-    """TorchTitan's trainer, stopping after a whole, checkpointed step on SIGTERM (``training/drain.py``)."""
-
-    def __init__(self, job_config: JobConfig, *, drain: Drain):
-        super().__init__(job_config)
-        self.drain = drain
-        self.resumed_from: int | None = None  # the step the checkpoint loaded at the start of train() held
-        if dist.get_backend() == "gloo":  # item 3 of the module's docstring
-            for part in self.model_parts:
-                for module in part.modules():
-                    if isinstance(module, FSDPModule):
-                        module.set_force_sum_reduction_for_comms(True)
-        if dist.get_rank() == 0:
-            path = Path(job_config.job.dump_folder) / "metrics.jsonl"
-            self.metrics_processor.logger = StepRecords(self.metrics_processor.logger, path, lambda: self.resumed_from or 0)
-
-    def anyone_signalled(self, signalled_here: bool) -> bool:
-        """Whether any worker got SIGTERM: a collective every worker calls once per step, so all answer alike."""
-        signalled = torch.tensor([int(signalled_here)], device=self.device)
-        dist.all_reduce(signalled)  # SUM: every process-group backend has it
-        return bool(signalled.item())
-
-    def should_continue_training(self) -> bool:
-        if self.resumed_from is None:  # the first call: train() has loaded the newest checkpoint, if any
-            self.resumed_from = self.step
-        if not super().should_continue_training():
-            return False  # the last step: the loop has saved it as configured
-        if not self.drain.agreed(self.anyone_signalled):
-            return True
-        if self.step > self.resumed_from and self.step % self.checkpointer.interval != 0:
-            with full_last_save(self.checkpointer) as checkpointer:
-                checkpointer.save(self.step, last_step=True)
-        if not self.checkpointer.enable:
-            held = "checkpointing is off (--checkpoint.enable), so nothing holds it"
-        else:
-            held = f"step-{self.step} holds it" if self.step else "nothing trained yet"
-        logger.info(f"DRAIN rank {dist.get_rank()} stopped after step {self.step} on SIGTERM; {held}")
-        return False
+from training.run_record import ResumeRefused  # noqa: E402
 
 
 def main() -> None:
     if ON_CPU:
         logger.info("no accelerator: TorchTitan computes on the CPU with gloo (the CPU shim of training/titan_train.py)")
-    with Drain() as drain:  # before the slow start: a SIGTERM from now on stops the run after a whole step
-        titan_main(functools.partial(DrainingTrainer, drain=drain))
+    try:
+        titan_main()
+    except ResumeRefused as refused:  # one line, not a traceback: the run's dump folder is another run's
+        logger.error(str(refused))
+        sys.exit(2)
 
 
 if __name__ == "__main__":

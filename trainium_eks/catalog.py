@@ -19,16 +19,21 @@ Sources (read 2026-12):
                aws.amazon.com/neuroncore 128 for trn2.48xlarge, the physical count it plans with; the node advertises
                what the device plugin sees at the node's LNC
 - [PRICE]      EC2 on-demand Linux prices as mirrored in karpenter-provider-aws zz_generated.pricing_aws.go
-               (generated 2026-07-20, us-east-1). No AWS source gives trn2.48xlarge an on-demand price (the table
-               has no entry), so the catalog records none: a trn2 group runs in a Capacity Block, at its price
+               (generated 2026-07-20 "for us-east-1": it holds that region's prices only). The catalog records those;
+               no source read here gives another region's, so an estimate elsewhere uses us-east-1's (price()).
+               No AWS source gives trn2.48xlarge an on-demand price (the table has no entry), so the catalog records
+               none: a trn2 group runs in a Capacity Block, at its price
 - [CAPACITY-BLOCKS] EC2 User Guide "Capacity Blocks for ML" (ec2-capacity-blocks): "trn1.32xlarge - US East (N.
                Virginia) | Asia Pacific (Melbourne) - trn2.48xlarge - US East (Ohio)"; a block is "a targeted Capacity
                Reservation in a single Availability Zone", which the offering chooses; its price "is updated
                regularly based on trends in supply and demand" and is paid up front
 - [AZ]         awslabs/data-on-eks ai-ml/trainium-inferentia/main.tf (2024-01 .. 2025-07: first AZ ID per region
                offers Trn1/Trn1n: use1-az6, usw2-az4, use2-az3) and aws-neuron-eks-samples
-               determine_eks_azs.sh (use1-az6, usw2-az4). No source gives trn2.48xlarge's AZ IDs: its AZ is its
-               Capacity Block's, and the deploy-time offering check confirms it
+               determine_eks_azs.sh (use1-az6, usw2-az4): the AZs where the platform takes trn1 on demand
+- [OFFERINGS]  EC2 DescribeInstanceTypeOfferings by availability-zone-id, as getmoto/moto records it
+               (moto/ec2/resources/instance_type_offerings/availability-zone-id/<region>.json, commit c6bd43ff2,
+               2026-08-01): the AZ IDs where EC2 offers a type in any way, Capacity Blocks included. trn2.48xlarge:
+               use2-az1, use2-az2, use2-az3, none in us-east-1 or us-west-2; a Capacity Block is in one of them
 - [EFA-LAYOUT] EC2 User Guide "Maximize network bandwidth on Amazon EC2 instances with multiple network cards"
                (efa-acc-inst-types): the primary interface (card 0, device 0) is an ENA interface and cannot be
                EFA-only; card 0's EFA is an EFA-only interface at device 1; every other card takes an EFA-only
@@ -52,16 +57,21 @@ Sources (read 2026-12):
                us-east-2 and us-west-2, raised by AWS Support "up to petabytes"; no per-file-system maximum is stated
 - [INSTANCE-STORE] EC2 User Guide "Instance store volume limits for EC2 instances" (InstanceStorage.md,
                awsdocs commit e3707c43): trn1.2xlarge 1 x 474 GB NVMe SSD, trn1.32xlarge and trn1n.32xlarge
-               4 x 1900 GB; trn2.48xlarge 7600 GB of local NVMe in total (karpenter-provider-aws v1.14.1
-               instance-types.md, karpenter.k8s.aws/instance-local-nvme), its disk count not found
+               4 x 1900 GB; trn2.48xlarge 4 x 1900 GB NVMe SSD (EC2 DescribeInstanceTypes InstanceStorageInfo, as
+               getmoto/moto records it in moto/ec2/resources/instance_types.json, commit 34d6cad5a, 2026-08-02; its
+               7600 GB total is also karpenter-provider-aws v1.14.1 instance-types.md's instance-local-nvme)
 
 Left out, with the reason: trn2u.48xlarge (four of them, joined by NeuronLink, make a Trn2 UltraServer; Neuron
 trn2-arch) is sold as UltraServer Capacity Blocks only, and neither the VPC CNI's limits nor the EKS AMI's
 instance-info.jsonl (amazon-eks-ami commit 81fec2e8) list it, so its pods and subnet addresses cannot be counted;
 placing a job's ranks in one UltraServer needs the Neuron device plugin's ultraserver-server-id labels and an init
-script, and the Neuron UltraServer Operator supports Trn3 UltraServers only (aws-neuron-sdk
-containers/how-to/how-to-ultraserver.rst). Trn3: no AWS documentation names a launchable instance type (the names
-appear only in the Neuron driver's source).
+script (aws-neuron-sdk deploy/eks/ultraserver.rst), and the Neuron UltraServer Operator supports Trn3 UltraServers
+only (deploy/eks/ultraserver-operator.rst: "What instance types are supported? Trn3pds UltraServer instance types").
+trn2.3xlarge (one Trainium2 device, 12 vCPU, 128 GiB, one 50 Gbps network card with one EFA interface, 1 x 470 GB
+NVMe: DescribeInstanceTypes in moto's copy above; 30 pods in the EKS AMI's instance-info.jsonl) is offered in none of
+the three regions the platform supports [OFFERINGS] and is not sold in Capacity Blocks there [CAPACITY-BLOCKS], and
+no on-demand price is recorded for it [PRICE]: there is nowhere to validate or price a group of it. Trn3: no AWS
+documentation names a launchable instance type (the names appear only in the Neuron driver's source).
 
 AZ offerings change as AWS adds capacity. The table is the offline truth used for validation and
 previews; at deploy time the network component confirms the offering with
@@ -71,10 +81,13 @@ previews; at deploy time the network component confirms the offering with
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 
-PRICE_SOURCE = "EC2 on-demand Linux list prices (karpenter-provider-aws pricing table, 2026-07-20)"
+from trainium_eks.hardware import InstanceType
+
+PRICE_SOURCE = (
+    "EC2 on-demand Linux list prices of us-east-1 (karpenter-provider-aws pricing table, 2026-07-20), used for every region"
+)
 
 HOURS_PER_MONTH = 730  # AWS's convention for monthly estimates
 HOST_NETWORK_PODS = 2  # the VPC CNI and kube-proxy, which eni-max-pods.txt adds to the pods with addresses [MAX-PODS]
@@ -83,138 +96,6 @@ HOST_NETWORK_PODS = 2  # the VPC CNI and kube-proxy, which eni-max-pods.txt adds
 FSX_LUSTRE_STORAGE_QUOTA_GIB: Mapping[str, int] = MappingProxyType(
     {"us-east-1": 100_800, "us-east-2": 100_800, "us-west-2": 100_800}
 )
-
-
-# Launch template interface types (EC2 LaunchTemplateInstanceNetworkInterfaceSpecificationRequest.InterfaceType).
-ENA_INTERFACE = "interface"
-EFA_WITH_ENA_INTERFACE = "efa"
-EFA_ONLY_INTERFACE = "efa-only"
-EFA_INTERFACE_TYPES = (EFA_WITH_ENA_INTERFACE, EFA_ONLY_INTERFACE)
-
-
-@dataclass(frozen=True)
-class NetworkInterfaceSlot:
-    """One interface of a launch template: where it attaches and what kind it is."""
-
-    network_card_index: int
-    device_index: int
-    interface_type: str
-
-    @property
-    def has_efa(self) -> bool:
-        return self.interface_type in EFA_INTERFACE_TYPES
-
-    @property
-    def has_ip_address(self) -> bool:
-        return self.interface_type != EFA_ONLY_INTERFACE
-
-
-@dataclass(frozen=True)
-class Generation:
-    """A Trainium generation: its logical-NeuronCore settings [NEURON-HW]. The Neuron runtime groups ``lnc`` physical
-    NeuronCores into one logical core, and the device plugin advertises logical cores as ``aws.amazon.com/neuroncore``;
-    what a generation trains with is its training stack (``versions.TRAINING_STACKS``)."""
-
-    name: str
-    lnc_settings: tuple[int, ...]
-    default_lnc: int
-
-
-GENERATIONS: Mapping[str, Generation] = MappingProxyType(
-    {
-        g.name: g
-        for g in (
-            Generation("trn1", lnc_settings=(1,), default_lnc=1),
-            Generation("trn2", lnc_settings=(1, 2), default_lnc=2),
-        )
-    }
-)
-
-
-@dataclass(frozen=True)
-class InstanceType:
-    """One EC2 instance type and what the platform needs to know about it."""
-
-    name: str
-    family: str  # "trainium" or "general"
-    vcpus: int
-    memory_gib: int
-    generation: str = ""  # a GENERATIONS name for Trainium types
-    neuron_devices: int = 0
-    physical_neuron_cores: int = 0
-    accelerator_memory_gib: int = 0
-    network_cards: int = 1
-    # One EFA interface per network card is what the launch template attaches; 0 = no EFA support.
-    max_efa_interfaces: int = 0
-    network_bandwidth_gbps: float = 0.0
-    # EFA-only interfaces on every card, behind an ENA primary interface [EFA-LAYOUT].
-    efa_only_interfaces: bool = False
-    # Pods the node runs with the VPC CNI (without prefix delegation) [MAX-PODS].
-    max_pods: int = 0
-    # The interfaces the VPC CNI attaches on the default network card, and the IPv4 addresses of each [VPC-CNI]:
-    # max_pods is cni_interfaces x (ipv4_per_interface - 1) + 2.
-    cni_interfaces: int = 0
-    ipv4_per_interface: int = 0
-    # Local NVMe instance store, GB in total [INSTANCE-STORE]; 0: none (EBS only).
-    instance_store_gb: int = 0
-    # On-demand list price per hour, by region [PRICE]; a region without one does not sell it on demand.
-    on_demand_usd_per_hour: Mapping[str, float] = field(default_factory=dict)
-    # AZ IDs known to offer the type on demand, by region. Empty for general-purpose types (offered everywhere).
-    az_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # Regions where EC2 Capacity Blocks for ML sell it [CAPACITY-BLOCKS]; a block's AZ is the offering's.
-    capacity_block_regions: tuple[str, ...] = ()
-
-    @property
-    def is_trainium(self) -> bool:
-        return self.family == "trainium"
-
-    def neuron_cores_at(self, lnc: int) -> int:
-        """The NeuronCores the device plugin advertises (``aws.amazon.com/neuroncore``) at logical-core setting ``lnc``."""
-        return self.physical_neuron_cores // lnc
-
-    @property
-    def neuron_cores(self) -> int:
-        """The NeuronCores a node advertises at its generation's default LNC: what jobs and quotas count."""
-        return self.neuron_cores_at(GENERATIONS[self.generation].default_lnc) if self.is_trainium else 0
-
-    @property
-    def supports_efa(self) -> bool:
-        return self.max_efa_interfaces > 0
-
-    def efa_layout(self) -> tuple[NetworkInterfaceSlot, ...]:
-        """The EC2-recommended interfaces for one EFA per network card [EFA-LAYOUT]; none without EFA."""
-        cards = range(self.max_efa_interfaces)
-        if self.efa_only_interfaces:
-            primary = NetworkInterfaceSlot(0, 0, ENA_INTERFACE)
-            return (primary, *(NetworkInterfaceSlot(card, int(card == 0), EFA_ONLY_INTERFACE) for card in cards))
-        return tuple(NetworkInterfaceSlot(card, int(card > 0), EFA_WITH_ENA_INTERFACE) for card in cards)
-
-    def node_addresses(self, other_interface_addresses: int, *, crowded: bool = False) -> int:
-        """The subnet addresses one running node takes with the VPC CNI's defaults [VPC-CNI]: the interfaces on its
-        default card, each with all its addresses (two while it runs fewer pods than one interface holds: the pods'
-        and the warm one; every one when ``crowded``), and ``other_interface_addresses`` of interfaces the CNI does
-        not manage (an EFA-with-ENA interface on another card has one)."""
-        interfaces = self.cni_interfaces if crowded else min(2, self.cni_interfaces)
-        return interfaces * self.ipv4_per_interface + other_interface_addresses
-
-    def offered_in(self, region: str, az_id: str, *, capacity_block: bool = False) -> bool:
-        """True when the catalog records an offering of this type in ``az_id`` of ``region``: on demand, or, for a
-        group in a Capacity Block, any AZ of a region whose blocks sell it (the block fixes the AZ)."""
-        if not self.is_trainium:
-            return region in REGIONS
-        if capacity_block and region in self.capacity_block_regions:
-            return az_id in REGIONS.get(region, ())
-        return az_id in self.az_ids.get(region, ())
-
-    def block_only(self, region: str) -> bool:
-        """True when ``region`` sells the type in Capacity Blocks and not on demand."""
-        return region in self.capacity_block_regions and not self.az_ids.get(region)
-
-    def price(self, region: str) -> float | None:
-        """On-demand price in ``region``; the highest known price when the region has none (errs on cost); None when
-        no region sells it on demand (it runs in Capacity Blocks, at their price)."""
-        prices = self.on_demand_usd_per_hour
-        return prices.get(region, max(prices.values())) if prices else None
 
 
 def _frozen(mapping: dict) -> Mapping:
@@ -255,9 +136,13 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 max_pods=58,
                 cni_interfaces=4,
                 ipv4_per_interface=15,
-                instance_store_gb=474,
-                on_demand_usd_per_hour=_frozen({"us-east-1": 1.34375, "us-west-2": 1.34375, "us-east-2": 1.34375}),
+                instance_store_disks=1,
+                instance_store_disk_gb=474,
+                on_demand_usd_per_hour=_frozen({"us-east-1": 1.34375}),
                 az_ids=TRN1_AZ_IDS,
+                offered_az_ids=_frozen(
+                    {"us-east-1": ("use1-az5", "use1-az6"), "us-east-2": ("use2-az3",), "us-west-2": ("usw2-az1", "usw2-az4")}
+                ),
             ),
             InstanceType(
                 name="trn1.32xlarge",
@@ -275,9 +160,17 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 max_pods=247,
                 cni_interfaces=5,
                 ipv4_per_interface=50,
-                instance_store_gb=7600,
-                on_demand_usd_per_hour=_frozen({"us-east-1": 21.50, "us-west-2": 21.50, "us-east-2": 21.50}),
+                instance_store_disks=4,
+                instance_store_disk_gb=1900,
+                on_demand_usd_per_hour=_frozen({"us-east-1": 21.50}),
                 az_ids=TRN1_AZ_IDS,
+                offered_az_ids=_frozen(
+                    {
+                        "us-east-1": ("use1-az4", "use1-az5", "use1-az6"),
+                        "us-east-2": ("use2-az3",),
+                        "us-west-2": ("usw2-az1", "usw2-az4"),
+                    }
+                ),
                 capacity_block_regions=("us-east-1",),
             ),
             InstanceType(
@@ -296,9 +189,11 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 max_pods=247,
                 cni_interfaces=5,
                 ipv4_per_interface=50,
-                instance_store_gb=7600,
-                on_demand_usd_per_hour=_frozen({"us-east-1": 24.78, "us-west-2": 24.78, "us-east-2": 24.78}),
+                instance_store_disks=4,
+                instance_store_disk_gb=1900,
+                on_demand_usd_per_hour=_frozen({"us-east-1": 24.78}),
                 az_ids=TRN1_AZ_IDS,
+                offered_az_ids=TRN1_AZ_IDS,  # [OFFERINGS] lists exactly these
             ),
             InstanceType(
                 name="trn2.48xlarge",
@@ -316,7 +211,9 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 max_pods=100,
                 cni_interfaces=2,
                 ipv4_per_interface=50,
-                instance_store_gb=7600,
+                instance_store_disks=4,
+                instance_store_disk_gb=1900,
+                offered_az_ids=_frozen({"us-east-2": ("use2-az1", "use2-az2", "use2-az3")}),
                 capacity_block_regions=("us-east-2",),
             ),
             # General-purpose types for the system node group (CoreDNS, controllers, etcd, TensorBoard).
@@ -329,7 +226,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 max_pods=29,
                 cni_interfaces=3,
                 ipv4_per_interface=10,
-                on_demand_usd_per_hour=_frozen({"us-east-1": 0.096, "us-east-2": 0.096, "us-west-2": 0.096}),
+                on_demand_usd_per_hour=_frozen({"us-east-1": 0.096}),
             ),
             InstanceType(
                 name="m6i.xlarge",
@@ -340,7 +237,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 max_pods=58,
                 cni_interfaces=4,
                 ipv4_per_interface=15,
-                on_demand_usd_per_hour=_frozen({"us-east-1": 0.192, "us-east-2": 0.192, "us-west-2": 0.192}),
+                on_demand_usd_per_hour=_frozen({"us-east-1": 0.192}),
             ),
             InstanceType(
                 name="m6i.2xlarge",
@@ -351,7 +248,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 max_pods=58,
                 cni_interfaces=4,
                 ipv4_per_interface=15,
-                on_demand_usd_per_hour=_frozen({"us-east-1": 0.384, "us-east-2": 0.384, "us-west-2": 0.384}),
+                on_demand_usd_per_hour=_frozen({"us-east-1": 0.384}),
             ),
         )
     }

@@ -13,6 +13,13 @@ def one_line(message: str) -> str:
     return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
 
 
+def description(doc: str) -> str:
+    """A tool's ``--help`` description: its module docstring's first paragraph, whole (its first line alone would
+    stop mid-sentence where the paragraph wraps)."""
+    paragraph = doc.strip().split("\n\n", 1)[0]
+    return " ".join(line.strip() for line in paragraph.splitlines()).replace("`", "")  # reST quoting, not help text
+
+
 class UsageError(Exception):
     """A command line the tool cannot run; the message is one line naming the option and the fix."""
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainium_eks import catalog, layout, service_prices, tokens, versions
+from trainium_eks import catalog, hardware, layout, service_prices, tokens, versions
 from trainium_eks.graph import Graph, Node, dig, number, vpc_endpoint_service
 from trainium_eks.quantities import quantity
 from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
@@ -129,7 +129,7 @@ def _volume_line(urn: str, busy: int, idle: int, disk: float) -> CostLine:
     return CostLine(urn, f"{busy} x {int(disk)} GiB gp3 root volume", busy * per_node, idle * per_node)
 
 
-def _on_demand(urn: str, spec: catalog.InstanceType, region: str, busy: int, idle: int, what: str) -> CostLine:
+def _on_demand(urn: str, spec: hardware.InstanceType, region: str, busy: int, idle: int, what: str) -> CostLine:
     """``busy`` instances of ``spec`` (``idle`` when no job waits) at its on-demand price, described as ``what``; when
     the catalog knows no such price, a line that says so, counted as 0."""
     price = spec.price(region)

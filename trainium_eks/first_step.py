@@ -17,6 +17,7 @@ from trainium_eks.contract import job_node_ceiling
 from trainium_eks.file_system import write_mb_s
 from trainium_eks.graph import Graph, Node, number, vpc_endpoint_service
 from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
+from trainium_eks.wording import counted
 
 GIB_BITS = 8 * 1024**3
 GB = 1000**3
@@ -80,7 +81,7 @@ def _image_pull(group: TrainiumGroup, nodes: int, image_gib: float | None, throu
     # The nodes pull at once and share the route; none pulls faster than its own network.
     gbps = min(shared_gbps, nodes * group.spec.network_bandwidth_gbps)
     per_gib = nodes * GIB_BITS / (gbps * 1e9) / 60
-    source = f"{nodes} nodes share {route}'s {gbps:g} Gbps: {per_gib * 60:.1f} s per GiB of image"
+    source = f"{counted(nodes, 'node')} share {route}'s {gbps:g} Gbps: {per_gib * 60:.1f} s per GiB of image"
     if image_gib is None:
         return Term("training image pull", None, source + "; not counted: give the image's size (--image-gib)")
     pulled_gb = nodes * image_gib * 1024**3 / GB

@@ -1,8 +1,9 @@
 """The container images `make image` builds and pushes: each training stack's (trainium_eks/versions.py
 TRAINING_STACKS: its Dockerfile, target and tag) and the data shell.
 
-``python -m trainium_eks.images`` prints one line per image, ``<dockerfile> <target> <tag>``, for the Makefile to
-build from: the tags are written once, in versions.py.
+``python -m trainium_eks.images`` prints one line per image, ``<dockerfile> <target> <tag> [NAME=value ...]``, for the
+Makefile to build from (each NAME=value a ``--build-arg``): the tags and build arguments are written once, in
+versions.py. An argument versions.py leaves unset is not passed, so the Dockerfile's own check refuses the build.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class ImageBuild:
     dockerfile: str  # from the repository root, the build context
     target: str
     tag: str
+    build_args: tuple[str, ...] = ()  # NAME=value
 
 
 def data_shell_tag() -> str:
@@ -32,13 +34,16 @@ def data_shell_tag() -> str:
 
 def image_builds() -> tuple[ImageBuild, ...]:
     """Every image of the platform's jobs: the training stacks' first, then the data shell."""
-    stacks = tuple(ImageBuild(s.dockerfile, s.target, s.image_tag) for s in versions.TRAINING_STACKS.values())
+    stacks = tuple(
+        ImageBuild(s.dockerfile, s.target, s.image_tag, tuple(f"{k}={v}" for k, v in s.build_args if v is not None))
+        for s in versions.TRAINING_STACKS.values()
+    )
     return (*stacks, ImageBuild(DATA_SHELL_DOCKERFILE, DATA_SHELL_TARGET, data_shell_tag()))
 
 
 def main() -> None:
     for build in image_builds():
-        print(build.dockerfile, build.target, build.tag)
+        print(build.dockerfile, build.target, build.tag, *build.build_args)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from trainium_eks import catalog, layout, tokens, versions
+from trainium_eks import catalog, hardware, layout, tokens, versions
 from trainium_eks.graph import Graph, Node, dig, is_unknown, number
 from trainium_eks.quantities import quantity
 from trainium_eks.trainium_groups import trainium_groups
@@ -111,7 +111,7 @@ KUBE_RESERVED_CPU = ((0, 1000, 600), (1000, 2000, 100), (2000, 4000, 50), (4000,
 EVICTION_MEMORY_MIB = 100
 
 
-def kube_reserved_millicpu(spec: catalog.InstanceType) -> int:
+def kube_reserved_millicpu(spec: hardware.InstanceType) -> int:
     millicores = spec.vcpus * 1000
     return sum(
         max(0, min(millicores, end or millicores) - start) * per_ten_thousand // 10000
@@ -119,7 +119,7 @@ def kube_reserved_millicpu(spec: catalog.InstanceType) -> int:
     )
 
 
-def allocatable(spec: catalog.InstanceType) -> Requests:
+def allocatable(spec: hardware.InstanceType) -> Requests:
     """What the kubelet of the EKS AMI offers pods on a node of ``spec``: its nominal vCPU and memory less the
     reservations and the memory eviction threshold (the kernel's own share of memory is not known here, so the
     figure is an upper bound)."""
@@ -267,7 +267,7 @@ class SystemFit:
         }
 
 
-def _system_node_group(graph: Graph) -> tuple[Node, catalog.InstanceType, int | str] | None:
+def _system_node_group(graph: Graph) -> tuple[Node, hardware.InstanceType, int | str] | None:
     """The first node group that is not a Trainium one and whose type the catalog knows, its type and its minimum size
     (or why that size cannot be read)."""
     trainium = {id(g.node) for g in trainium_groups(graph)}

@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from trainium_eks import catalog, layout, tokens, versions
+from trainium_eks import catalog, hardware, layout, tokens, versions
 from trainium_eks.graph import Graph, Node, dig, is_unknown, known, number
 from trainium_eks.quantities import quantity
 
@@ -41,7 +41,7 @@ PINNED_ALIAS = re.compile(rf"\A{NEURON_AMI_ALIAS_FAMILY}@v(\d{{8}})\Z", re.ASCII
 @dataclass(frozen=True)
 class TrainiumGroup:
     node: Node  # the NodeGroup or the NodePool: what a violation about the group names
-    spec: catalog.InstanceType
+    spec: hardware.InstanceType
     template: Node | None  # the launch template or the EC2NodeClass: what a violation about the nodes' setup names
 
     @property
@@ -225,7 +225,7 @@ def node_class_of(graph: Graph, node_pool: Node) -> Node | None:
     return next((c for c in graph.of_type(NODE_CLASS) if dig(c.props, "metadata", "name") == name), None)
 
 
-def _trainium_spec(instance_types) -> catalog.InstanceType | None:
+def _trainium_spec(instance_types) -> hardware.InstanceType | None:
     for instance_type in instance_types or ():
         spec = catalog.INSTANCE_TYPES.get(instance_type) if isinstance(instance_type, str) else None
         if spec is not None and spec.is_trainium:

@@ -81,8 +81,13 @@ def node_image_release(date: str) -> NodeImageRelease | None:
 
 
 def sourced_releases() -> tuple[str, ...]:
-    """The tags of the releases whose Neuron driver a source states: the ones a group may pin."""
+    """The tags of the releases whose Neuron driver a source states: the ones some group may pin."""
     return tuple(tag for tag, release in NODE_IMAGE_RELEASES.items() if release.neuron_driver is not None)
+
+
+def releases_running(runtime: NeuronRuntime) -> tuple[str, ...]:
+    """The sourced releases whose driver ``runtime`` initialises on: the ones a group of its training stack may pin."""
+    return tuple(tag for tag in sourced_releases() if runtime.runs_on(NODE_IMAGE_RELEASES[tag].neuron_driver))
 
 
 def minor_version(version: str) -> tuple[int, int]:
@@ -119,11 +124,22 @@ class NeuronRuntime:
 # upgrading the Runtime Library will cause nrt_init() to fail."
 XLA_RUNTIME = NeuronRuntime(sdk="2.30.0", library="2.32.31.0", oldest_driver="2.27", first_incompatible_driver="2.29")
 # Neuron 2.33.0 (release notes, 2026-10-19): aws-neuronx-runtime-lib 2.35.30.0, shipped with aws-neuronx-dkms 2.31.7.0,
-# the first SDK with TorchNeuron. Driver 2.29 is the oldest it is taken to run on: 2.29 "requires Neuron Runtime Library
-# 2.33 or later", which 2.35 is, and no release note read (2.32.0, 2.33.0) raises the runtime's driver floor again. That
-# is an inference, not a statement: the acceptance job's neuron-devices check (jobs.acceptance) is the proof on a node.
-# No newer driver is known to need a newer runtime, so the range is open above.
+# the first SDK with TorchNeuron as a public beta (release-notes/components/torchneuron: "introduces the native
+# torch-neuronx backend as a public beta"); before it TorchNeuron was a private preview, then a private beta
+# (about-neuron/whats-new.rst, re:Invent 2025: "Private Preview"; announce-no-support-pytorch-xla-training.rst, Neuron
+# 2.30: "currently available as a Private Beta"). Driver 2.29 is the oldest it is taken to run on: 2.29 "requires
+# Neuron Runtime Library 2.33 or later", which 2.35 is, and no release note read (2.32.0, 2.33.0) raises the runtime's
+# driver floor again. That is an inference, not a statement: the acceptance job's neuron-devices check
+# (jobs.acceptance) is the proof on a node. No newer driver is known to need a newer runtime, so the range is open above.
 NATIVE_RUNTIME = NeuronRuntime(sdk="2.33.0", library="2.35.30.0", oldest_driver="2.29", first_incompatible_driver=None)
+
+
+# The commit of aws-neuron/torchtitan-neuron the native image installs (training/Dockerfile.native's build argument of
+# the same name, which `make image` passes). None: no source read names the commit of Neuron 2.33.0's TorchTitan Neuron
+# 0.2.2+neuron.1 (release notes, components/torchtitan-neuron; its setup guide clones the default branch), and the
+# fork could not be read here, so none is written: the native build refuses to run until a reviewed commit is set here
+# (with the stack's image_tag bumped).
+TORCHTITAN_NEURON_COMMIT: str | None = None
 
 
 @dataclass(frozen=True)
@@ -133,7 +149,7 @@ class TrainingStack:
     image release a group of the generation boots unless it pins another."""
 
     name: str  # a label value: nodes carry it as trainium-eks/training-stack
-    generations: tuple[str, ...]  # catalog.Generation names it trains on
+    generations: tuple[str, ...]  # hardware.Generation names it trains on
     backend: str  # the torch device the training script moves to: "xla" (PyTorch/XLA) or "neuron" (TorchNeuron)
     dockerfile: str
     target: str
@@ -141,16 +157,22 @@ class TrainingStack:
     runtime: NeuronRuntime
     default_node_image_release: str
     precompiles: bool  # whether neuron_parallel_compile fills the compile cache ahead of a job (XLA's graphs only)
+    build_args: tuple[tuple[str, str | None], ...] = ()  # (ARG, value) of the Dockerfile, set from this module
 
 
-# The seed's path: PyTorch/XLA, whose last training container is Neuron 2.30's (training/Dockerfile). "Starting with
-# Neuron 2.30 ... PyTorch/XLA is no longer supported for training" (aws-neuron-sdk about-neuron/announcements/neuron2.x/
-# announce-no-support-pytorch-xla-training.rst), so Trn1, which TorchNeuron does not support, stays on it, at the
-# newest release whose driver its runtime initialises on.
+# The seed's path: PyTorch/XLA, whose last training container is Neuron 2.30's (training/Dockerfile; "Starting with
+# Neuron SDK 2.31.0, the PyTorch/XLA training Deep Learning Container ... is no longer published",
+# announce-no-longer-publish-pytorch-training-dlc.rst). That container is itself past XLA training's support:
+# "Starting with Neuron Release 2.30.0, PyTorch/XLA is no longer supported for training workloads on Trainium"
+# (aws-neuron-sdk about-neuron/announcements/neuron2.x/announce-no-support-pytorch-xla-training.rst). Trn1, which
+# TorchNeuron does not support, has nothing newer, so it stays on it, at the newest release whose driver its runtime
+# initialises on.
 # TorchNeuron, the native backend (public beta in Neuron 2.33, Trn2 and Trn3 only: Neuron docs torch/index.html),
 # built from the Neuron apt and pip repositories (training/Dockerfile.native) at 2.33.0, the newest SDK whose package
-# versions are published (2.34.0's release notes list none: research of 2026-12), on the newest release with a sourced
-# driver its runtime initialises on.
+# versions were found: the documentation's navigation has a 2.33.1 (its versioned pages, such as
+# en/v2.33.1/release-notes/prev/content.html, list 2.33.0 as a previous release) whose contents were not found, and
+# 2.34.0's release notes (github.com/aws-neuron/aws-neuron-sdk/releases/tag/v2.34.0) list no package versions
+# (research of 2026-12); on the newest release with a sourced driver its runtime initialises on.
 TRAINING_STACKS = {
     stack.name: stack
     for stack in (
@@ -175,6 +197,7 @@ TRAINING_STACKS = {
             runtime=NATIVE_RUNTIME,
             default_node_image_release="v20260714",
             precompiles=False,
+            build_args=(("TORCHTITAN_NEURON_COMMIT", TORCHTITAN_NEURON_COMMIT),),
         ),
     )
 }

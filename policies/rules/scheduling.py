@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 
 from policies.rules import Violation, describe, listed, shown
-from trainium_eks import catalog, layout, tokens
+from trainium_eks import hardware, layout, tokens
 from trainium_eks.graph import Graph, Node, dig, known
 from trainium_eks.quantities import quantity
 from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
@@ -33,7 +33,7 @@ def _efa_count(group: TrainiumGroup) -> int | None:
     described = [i for i in interfaces or [] if isinstance(i, dict)]  # what is no object attaches nothing
     if interfaces is None or not all(known(i.get("interfaceType")) for i in described):
         return None  # security groups inside the interfaces may be unknown in a preview; their types rarely are
-    return sum(1 for i in described if i.get("interfaceType") in catalog.EFA_INTERFACE_TYPES)
+    return sum(1 for i in described if i.get("interfaceType") in hardware.EFA_INTERFACE_TYPES)
 
 
 def provisioned_capacity(graph: Graph) -> dict[str, int] | None:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from policies.rules import Violation, describe
 from policies.rules.network import ALL_PROTOCOLS, GroupRule, PortRange, group_rules
-from trainium_eks import catalog, layout, tokens
+from trainium_eks import hardware, layout, tokens
 from trainium_eks.graph import Graph, Node, dig, is_unknown, known
 from trainium_eks.trainium_groups import (
     SECURITY_GROUP,
@@ -110,9 +110,9 @@ def _layout_problems(group: TrainiumGroup, interfaces: list) -> list[str]:
         if (card, device) in found:
             problems.append(f"attaches two interfaces at network card {card} device index {device}")
         # EC2 takes an interface without a type as a plain ENA interface.
-        kind = interface.get("interfaceType") or catalog.ENA_INTERFACE
+        kind = interface.get("interfaceType") or hardware.ENA_INTERFACE
         found[(card, device)] = kind if isinstance(kind, str) else repr(kind)
-    efa_cards = {card for (card, _), kind in found.items() if kind in catalog.EFA_INTERFACE_TYPES}
+    efa_cards = {card for (card, _), kind in found.items() if kind in hardware.EFA_INTERFACE_TYPES}
     if efa_cards != set(range(cards)):
         problems.append(f"attaches EFA on network cards {_numbers(efa_cards) or 'none'} of the {cards} (0-{cards - 1})")
     expected = {(s.network_card_index, s.device_index): s.interface_type for s in group.spec.efa_layout()}

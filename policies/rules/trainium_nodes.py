@@ -90,7 +90,7 @@ def neuron_driver_compatible(graph: Graph, config: dict) -> Iterator[Violation]:
             boots = f"node image release {release.tag} with Neuron driver {release.neuron_driver}"
         else:
             continue
-        fits = [tag for tag in versions.sourced_releases() if runtime.runs_on(versions.NODE_IMAGE_RELEASES[tag].neuron_driver)]
+        fits = versions.releases_running(runtime)
         blamed = group.template if group.elastic else group.node
         yield Violation(
             blamed.urn,

@@ -3,7 +3,7 @@
 The platform runs the VPC CNI with its defaults (no prefix delegation, ``WARM_ENI_TARGET`` 1): a node's default
 network card holds the interface its pods' addresses come from and one more, warm, each with all its addresses, as
 long as it runs fewer pods than one interface holds (a Trainium node runs one training pod and a few DaemonSets); a
-node crowded with pods holds every interface of the card (``catalog.InstanceType.node_addresses``). Interfaces the
+node crowded with pods holds every interface of the card (``hardware.InstanceType.node_addresses``). Interfaces the
 CNI does not manage add their own address (an EFA-only interface has none). A stack is refused when its nodes at
 maxSize, each taking what a running node takes, do not fit; ``preflight plan`` prints that figure and the crowded one.
 """

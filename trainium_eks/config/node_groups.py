@@ -10,6 +10,7 @@ from trainium_eks.config import platform as p
 from trainium_eks.config.checks import NODE_GROUP_NAME_MAX, Key, check, scaling
 from trainium_eks.config.stack import StackInput
 from trainium_eks.config.stack_items import DEFAULT_IDLE_MINUTES, NodeGroupInput
+from trainium_eks.wording import counted
 
 
 def node_kubernetes_version(s: StackInput, key: Key, version_key: str, held_at: str) -> str:
@@ -56,16 +57,30 @@ def _training_stack(group: NodeGroupInput, at: Key) -> versions.TrainingStack:
     return stack
 
 
-def _driver_check(stack: versions.TrainingStack, tag: str, at: Key) -> None:
-    release = versions.NODE_IMAGE_RELEASES[tag]
-    runs_on = [t for t in versions.sourced_releases() if stack.runtime.runs_on(versions.NODE_IMAGE_RELEASES[t].neuron_driver)]
-    check(
-        stack.runtime.runs_on(release.neuron_driver),
-        at("nodeImageRelease"),
-        f"{tag} boots Neuron driver {release.neuron_driver}, on which {stack.name}'s runtime {stack.runtime.library} does "
-        f"not initialise (it runs on drivers {stack.runtime.drivers})",
-        f"pin one of {', '.join(runs_on)}" if runs_on else "remove it",
-    )
+def _release_problem(stack: versions.TrainingStack, tag: str) -> str | None:
+    """Why a group of ``stack`` may not boot ``tag``; None when it may."""
+    release = versions.NODE_IMAGE_RELEASES.get(tag)
+    if tag.lower().endswith("latest"):
+        return "'latest' floats: a new node would get whatever driver EKS published that day"
+    if release is None:
+        return f"'{tag}' is not a node image release of trainium_eks/versions.py"
+    if release.neuron_driver is None:
+        return f"no source states {tag}'s Neuron driver, so no training stack is known to run on it"
+    if not stack.runtime.runs_on(release.neuron_driver):
+        return (
+            f"{tag} boots Neuron driver {release.neuron_driver}, on which {stack.name}'s runtime {stack.runtime.library} "
+            f"does not initialise (it runs on drivers {stack.runtime.drivers})"
+        )
+    return None
+
+
+def _release_check(stack: versions.TrainingStack, tag: str, at: Key) -> None:
+    """A group's release: pinned, recorded, with a sourced driver its training stack's runtime initialises on. The fix
+    names only the releases this group's stack runs on: another generation's stack may take others."""
+    problem = _release_problem(stack, tag)
+    fits = versions.releases_running(stack.runtime)
+    fix = f"pin one of {', '.join(fits)}" if fits else f"record a release whose driver {stack.name}'s runtime runs on"
+    check(problem is None, at("nodeImageRelease"), problem or "", f"{fix} (trainium_eks/versions.py NODE_IMAGE_RELEASES)")
 
 
 def node_groups(s: StackInput, cluster_name: str, region: str, key: Key) -> tuple[p.TrainiumNodeGroupConfig, ...]:
@@ -86,7 +101,7 @@ def node_groups(s: StackInput, cluster_name: str, region: str, key: Key) -> tupl
         )
         stack = _training_stack(group, at)
         tag = group.node_image_release or stack.default_node_image_release
-        _driver_check(stack, tag, at)
+        _release_check(stack, tag, at)
         groups.append(_node_group(group, s.trainium_az_id, region, _node_image(s, tag, version, at), stack, at))
     return tuple(groups)
 
@@ -174,7 +189,7 @@ def _node_group(
         check(
             group_scaling.max_size <= r.instance_count,
             at("maxSize"),
-            f"{group_scaling.max_size} is above the reservation's {r.instance_count} instances",
+            f"{group_scaling.max_size} is above the reservation's {counted(r.instance_count, 'instance')}",
             "lower maxSize to the reservation's instance count (a targeted reservation launches no more)",
         )
         reservation = p.CapacityReservation(r.type, r.id, r.az_id, r.instance_count, r.hourly_usd)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainium_eks import catalog, layout, versions
+from trainium_eks import catalog, hardware, layout, versions
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class TrainiumNodeGroupConfig:
         return self.provisioning == KARPENTER
 
     @property
-    def spec(self) -> catalog.InstanceType:
+    def spec(self) -> hardware.InstanceType:
         return catalog.INSTANCE_TYPES[self.instance_type]
 
     @property
@@ -87,7 +87,7 @@ class TrainiumNodeGroupConfig:
         return self.spec.max_efa_interfaces if self.efa else 0
 
     @property
-    def network_interfaces(self) -> tuple[catalog.NetworkInterfaceSlot, ...]:
+    def network_interfaces(self) -> tuple[hardware.NetworkInterfaceSlot, ...]:
         """The launch template's interfaces: the type's EFA layout when EFA is on, else none (the default NIC)."""
         return self.spec.efa_layout() if self.efa else ()
 

@@ -1,0 +1,92 @@
+"""What a plan says of a drain on each Trainium group whose nodes run in a Capacity Block: for each workload the
+launcher runs there (BERT on any group, TorchTitan where a Neuron recipe exists for the instance type), the default
+job's termination grace period, computed by the launcher's own code from the stack's outputs (``jobs.launch``),
+against the ten minutes such a node gets between Karpenter's drain and EC2's reclaim (``jobs.grace_period``).
+``capacity_block_drains`` computes them once; ``plan --json`` carries them as ``capacityBlockDrains`` and the text
+(``drain_lines``) is printed from that same object."""
+
+from __future__ import annotations
+
+from jobs import launch, torchtitan_job
+from jobs.grace_period import CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS, GracePeriod
+from jobs.platform_job import JobRequest
+from training import options
+from trainium_eks.contract import ContractError, PlatformContract
+from trainium_eks.graph import Graph
+from trainium_eks.trainium_groups import trainium_groups
+
+PREVIEW = "not known in a preview: the stack's outputs the launcher reads are not"
+
+
+def _recipes(instance_type: str) -> dict[str, str]:
+    """The workloads the launcher runs on ``instance_type``, each with the model its default job trains."""
+    recipes = {"bert": f"BERT-{options.parser().get_default('model')}"}
+    titan = torchtitan_job.RECIPES.get(instance_type)
+    if titan is not None:
+        recipes["torchtitan"] = titan.name
+    return recipes
+
+
+def _drain(contract: PlatformContract, group: str, workload: str, recipe: str) -> dict:
+    request = JobRequest(name=launch.DEFAULT_NAMES[workload], node_group=group)
+    _, grace_period = launch.WORKLOADS[workload]
+    grace = grace_period(contract, request, contract.fsx_throughput_mbps)
+    return {
+        "workload": workload,
+        "recipe": recipe,
+        "checkpointBytes": grace.checkpoint_bytes,
+        "throughputMBps": grace.throughput_mb_s,
+        "stepSeconds": grace.step_seconds,
+        "graceSeconds": grace.seconds,
+        "fits": grace.fits_capacity_block_window,
+        "throughputToFitMBps": grace.throughput_to_fit(),
+        "stepToFitSeconds": grace.step_to_fit(),
+    }
+
+
+def capacity_block_drains(graph: Graph, outputs: dict) -> dict:
+    """Each Capacity Block group's default jobs' drains against the block's window; ``launcherChecks``: whether
+    ``jobs.launch`` knows the group runs in a block (``launch.in_capacity_block``) and so refuses a drain too long."""
+    names = [group.name for group in trainium_groups(graph) if group.in_capacity_block()]
+    drains = {"windowSeconds": CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS, "groups": [], "notKnown": None}
+    if not names:
+        return drains
+    try:
+        contract = PlatformContract.from_outputs(outputs)
+    except ContractError:
+        return {**drains, "notKnown": PREVIEW}
+    for group in contract.node_groups:
+        if group.name in names and contract.fsx_throughput_mbps is not None:
+            drains["groups"].append(
+                {
+                    "group": group.name,
+                    "instanceType": group.instance_type,
+                    "launcherChecks": launch.in_capacity_block(contract, group),
+                    "drains": [
+                        _drain(contract, group.name, workload, recipe)
+                        for workload, recipe in _recipes(group.instance_type).items()
+                    ],
+                }
+            )
+    return drains
+
+
+def drain_lines(drains: dict) -> list[str]:
+    """For each Capacity Block group, each default job's drain against the window, worded as the launcher words it."""
+    if drains["notKnown"]:
+        return [f"Drains in a Capacity Block: {drains['notKnown']}"]
+    lines = []
+    for group in drains["groups"]:
+        lines.append(
+            f"Drains on Capacity Block group {group['group']} ({group['instanceType']}), each workload's default job "
+            f"(Karpenter drains a block's nodes {drains['windowSeconds']} s before EC2 reclaims them):"
+        )
+        for drain in group["drains"]:
+            grace = GracePeriod(drain["checkpointBytes"], drain["throughputMBps"], drain["stepSeconds"])
+            lines.append(f"    {drain['workload']} ({drain['recipe']}): {grace.capacity_block_verdict()}")
+        if not group["launcherChecks"]:
+            lines.append(
+                "    jobs.launch does not check it: the contract does not say this group runs in a block (its type is "
+                "also sold on demand)"
+            )
+    return lines

@@ -1,0 +1,92 @@
+"""Runs that outlive any number of planned drains, and a crash budget that still ends a job, for real: the pods'
+entrypoint (``training.agent``) under real torchrun agents, and `jobs.rehearsal` restarting the launcher's BERT job by
+its own Volcano lifecycle (``jobs.volcano_lifecycle``) on one node of one worker, through a real etcd."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from support import evaluate, one_group
+
+from jobs.rehearsal import rehearsal_job, rehearse
+from jobs.rehearsal_report import RehearsalRequest
+from preflight.stackfile import REPO_ROOT
+from trainium_eks.contract import PlatformContract
+
+WORKER = """
+import sys, time
+print("worker started", flush=True)
+if sys.argv[1] == "crash":
+    sys.exit(3)
+time.sleep(120)
+"""
+ONE_WORKER = ("--nodes", "1", "--workers-per-node", "1")
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    path = tmp_path_factory.mktemp("outputs") / "outputs.json"
+    path.write_text(json.dumps(evaluate("staging", **one_group("trn1.32xlarge")).outputs))
+    return path
+
+
+def agent(tmp_path, mode: str, max_restarts: int) -> subprocess.Popen:
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    command = [sys.executable, "-m", "training.agent", "--standalone", "--nproc_per_node=1", f"--max-restarts={max_restarts}"]
+    log = (tmp_path / f"{mode}.log").open("w")
+    return subprocess.Popen([*command, str(script), mode], cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+
+def test_the_entrypoint_exits_143_when_sigterm_stops_torchrun_and_1_when_torchrun_gives_up(tmp_path):
+    crashing = agent(tmp_path, "crash", max_restarts=1)
+    assert crashing.wait(timeout=120) == 1  # ChildFailedError after the one restart, as torchrun exits
+    assert (tmp_path / "crash.log").read_text().count("worker started") == 2
+    sleeping = agent(tmp_path, "sleep", max_restarts=3)
+    deadline = time.monotonic() + 60
+    while "worker started" not in (tmp_path / "sleep.log").read_text():
+        assert time.monotonic() < deadline and sleeping.poll() is None, (tmp_path / "sleep.log").read_text()
+        time.sleep(0.1)
+    sleeping.send_signal(signal.SIGTERM)  # as the kubelet sends it to a drained pod's PID 1
+    assert sleeping.wait(timeout=60) == 143, (tmp_path / "sleep.log").read_text()
+
+
+def rehearsal(outputs, tmp_path, *args: str) -> dict:
+    command = [sys.executable, "-m", "jobs.rehearsal", "--outputs", str(outputs), "--workdir", str(tmp_path / "w")]
+    ran = subprocess.run([*command, "--json", *ONE_WORKER, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    report = json.loads(ran.stdout)
+    assert ran.returncode == (0 if report["passed"] else 1), ran.stderr[-3000:]
+    return report | {"progress": ran.stderr}
+
+
+def test_ten_drains_in_a_row_lose_no_step_and_the_job_goes_on(outputs, tmp_path):
+    report = rehearsal(outputs, tmp_path, "--steps", "25", "--drain-at", "1", "--drains", "10")
+    assert report["passed"], report["problem"]
+    assert len(report["drains"]) == 10 and report["steps_lost"] == 0
+    assert report["steps_trained"][-1] == 25 and report["job_phase"] == "Completed"
+    assert report["job_retry_count"] == 10  # Volcano counted every drain, and maxRetry let every one restart the job
+    assert report["progress"].count("exited 143 -> RestartJob") == 10
+
+
+def test_a_worker_that_crashes_at_every_start_ends_the_job_after_torchruns_budget(outputs, tmp_path):
+    report = rehearsal(outputs, tmp_path, "--steps", "10", "--crash-at-start")
+    assert report["passed"], report["problem"]
+    assert report["worker_starts"] == report["crash_budget"] + 1  # the first start and every restart torchrun allows
+    assert (report["job_phase"], report["job_retry_count"]) == ("Terminated", 0)  # no Volcano restart
+    assert "exited 1 -> TerminateJob" in report["progress"]
+
+
+def test_the_old_lifecycle_dies_at_its_third_drain_in_the_rehearsal_too(outputs, tmp_path):
+    """The spec the launcher built before (maxRetry 3, a failed pod restarts the job), rehearsed as Volcano runs it."""
+    contract = PlatformContract.from_outputs(json.loads(outputs.read_text()))
+    request = RehearsalRequest(nodes=1, workers_per_node=1, steps=25, drain_at=1, drains=5)
+    job = rehearsal_job(contract, request)
+    job["spec"] |= {"maxRetry": 3, "policies": [{"event": "PodFailed", "action": "RestartJob"}]}
+    result = rehearse(contract, request, job, tmp_path, say=lambda line: None)
+    assert len(result.drains) == 3 and (result.job_phase, result.job_retry_count) == ("Failed", 3)
+    assert not result.passed and result.problem.startswith("Volcano left the job Failed")
