@@ -43,7 +43,8 @@ from jobs.outputs import add_team_option, read_contract, report_bad_input, works
 __all__ = ["CHECKS", "LAUNCHER", "NODE", "main"]  # the bandwidth check's task names, as the tests and README name them
 from trainium_eks import layout
 from trainium_eks.cli import OneLineParser
-from trainium_eks.contract import NodeGroup, PlatformContract
+from trainium_eks.contract import PlatformContract
+from trainium_eks.contract_entries import NodeGroup
 
 
 def _on_trainium(contract: PlatformContract, group, container: dict, volumes: list | None = None) -> dict:

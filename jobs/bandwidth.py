@@ -12,7 +12,8 @@ from jobs.check_pods import check_image, hardened, run_once, torchrun_check, two
 from jobs.components import COLLECTIVES_ENVIRONMENT, EFA_ENVIRONMENT, whole_node_resource
 from jobs.platform_job import add_platform_scheduling, group_software
 from trainium_eks import acceptance_floors, catalog
-from trainium_eks.contract import NodeGroup, PlatformContract
+from trainium_eks.contract import PlatformContract
+from trainium_eks.contract_entries import NodeGroup
 from trainium_eks.pod_security import root_pod_security_context
 
 # efa-bandwidth. nccom-test runs a multi-node benchmark through MPI: given every host and NEURON_RT_ROOT_COMM_ID (the

@@ -4,7 +4,8 @@ elastic group's maxSize, which Karpenter brings), and each pod's share of a whol
 from __future__ import annotations
 
 from trainium_eks import layout
-from trainium_eks.contract import NodeGroup, PlatformContract
+from trainium_eks.contract import PlatformContract
+from trainium_eks.contract_entries import NodeGroup
 from trainium_eks.wording import counted
 
 RESERVED_VCPUS = 4  # kubelet, the VPC CNI and the device-plugin DaemonSets

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from jobs.capacity import LaunchError, queue_nodes
 from jobs.platform_job import DO_NOT_DISRUPT, group_software, request_devices, whole_node_job
-from trainium_eks.contract import NodeGroup, PlatformContract
+from trainium_eks.contract import PlatformContract
+from trainium_eks.contract_entries import NodeGroup
 from trainium_eks.pod_security import (
     ROOT_UID,
     restricted_container_security_context,

@@ -49,6 +49,11 @@ BYTES_PER_PARAMETER = FP32_BYTES * (1 + 2)
 # Guide "Monitor Capacity Blocks using EventBridge": the warning 40 minutes before the end says the instances "will
 # begin to terminate in 10 minutes"). A longer grace period is cut short when the instance goes.
 CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS = 10 * 60
+# The longest grace period the launcher sets: a day, the shortest Capacity Block a trn2 group runs in (EC2 API Reference,
+# DescribeCapacityBlockOfferings, CapacityDurationHours: "in 1-day increments up 14 days, and in 7-day increments up
+# to 182 days"). A drain longer than that outlasts a block and a day's work: it means a misstated step, checkpoint or
+# throughput (``--step-seconds 1e308`` would give a 309-digit terminationGracePeriodSeconds, past Kubernetes' int64).
+MAX_GRACE_SECONDS = 24 * 60 * 60
 # What of the window the step and the checkpoint's write may take: the rest is the exit's margin.
 STEP_AND_WRITE_WINDOW_SECONDS = CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS - KUBERNETES_DEFAULT_GRACE_SECONDS
 # The only sourced step rate: the reference tutorial's BERT-large on two trn1.32xlarge, 64 workers at batch 16 and
@@ -150,6 +155,17 @@ class GracePeriod:
         else:
             needs = f"{faster} or {shorter}"
         return f"a drain takes {self.seconds} s ({terms}), over {window}; it needs {needs}"
+
+    def beyond_bound(self) -> str | None:
+        """Why the grace period is longer than ``MAX_GRACE_SECONDS``, in words; None when it is not. Summed in floats,
+        which a near-zero throughput takes to infinity, before ``seconds`` rounds them up to an int."""
+        if (self.step_seconds or 0.0) + self.write_seconds + KUBERNETES_DEFAULT_GRACE_SECONDS <= MAX_GRACE_SECONDS:
+            return None
+        return (
+            f"a drain would take over {MAX_GRACE_SECONDS} s (a day), the longest grace period a pod may have: a "
+            f"{self.checkpoint_bytes / 1000**3:.3g} GB checkpoint at {self.throughput_mb_s:.3g} MB/s, a "
+            f"{self.step_seconds or 0:.3g} s step"
+        )
 
     def pod_spec(self) -> dict[str, int]:
         """What the launcher sets in each task's pod spec."""

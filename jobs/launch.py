@@ -53,7 +53,8 @@ from jobs.torchtitan_job import titan_grace_period, titan_job
 from training import options
 from trainium_eks import catalog
 from trainium_eks.cli import OneLineParser, UsageError, description
-from trainium_eks.contract import NodeGroup, PlatformContract
+from trainium_eks.contract import PlatformContract
+from trainium_eks.contract_entries import NodeGroup
 
 DATASET = "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
 PRECOMPILE_STEPS = 10  # a few steps trace every graph
@@ -132,6 +133,9 @@ def launched_job(contract: PlatformContract, request: JobRequest, workload: str 
         )
         return job
     grace = grace_period(contract, request, contract.fsx_throughput_mbps)
+    too_long = grace.beyond_bound()
+    if too_long:
+        raise LaunchError(f"fsxThroughputMBps or --step-seconds: {too_long}; check the outputs' throughput and the step")
     group = choose_node_group(contract, request.node_group)
     if in_capacity_block(contract, group):
         if not grace.fits_capacity_block_window:
@@ -150,10 +154,17 @@ def training_options(contract: PlatformContract, request: JobRequest) -> dict[st
         raise LaunchError(f"after --: {error}") from None
     if "bf16" in given:
         raise LaunchError("--bf16 after --: the launcher passes it itself (bf16 is its default); --no-bf16 turns it off")
+    group = choose_node_group(contract, request.node_group)
+    backend = contract.software(group).backend
+    if given.get("device", "auto") not in ("auto", backend):
+        raise LaunchError(
+            f"--device {given['device']} after --: node group {group.name}'s image trains on the {backend} backend; "
+            f"drop it (auto takes the image's) or pass --device {backend}"
+        )
     chosen = {
         "data_dir": f"{contract.datasets_path}/{DATASET}",
         # The run's own: another node group's run of the same name never resumes from these checkpoints.
-        "output_dir": run_directory(contract, request.name, choose_node_group(contract, request.node_group)),
+        "output_dir": run_directory(contract, request.name, group),
         "tensorboard_dir": f"{contract.tensorboard_log_path}/{request.name}",
         "batch_size": 16,
         "grad_accum_steps": 32,

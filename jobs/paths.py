@@ -10,7 +10,8 @@ from argparse import ArgumentTypeError
 from pathlib import Path
 
 from jobs.capacity import LaunchError
-from trainium_eks.contract import NodeGroup, PlatformContract
+from trainium_eks.contract import PlatformContract
+from trainium_eks.contract_entries import NodeGroup
 
 WRITABLE = os.W_OK | os.X_OK
 

@@ -16,9 +16,10 @@ from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for
 from jobs import training_security
 from jobs.capacity import LaunchError, choose_node_group, node_count, whole_node_share
 from jobs.components import BACKENDS, JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
-from jobs.grace_period import GracePeriod
+from jobs.grace_period import MAX_GRACE_SECONDS, GracePeriod
 from trainium_eks import layout
-from trainium_eks.contract import NodeGroup, NodeGroupSoftware, PlatformContract
+from trainium_eks.contract import PlatformContract
+from trainium_eks.contract_entries import NodeGroup, NodeGroupSoftware
 
 DEVICE_RESOURCES = (layout.NEURON_DEVICE_RESOURCE, layout.NEURON_CORE_RESOURCE, layout.EFA_RESOURCE)
 # Karpenter disrupts no node a pod so marked runs on, by consolidation or drift (Karpenter docs, Disruption,
@@ -72,7 +73,7 @@ class JobRequest(BaseModel):
     bf16: bool = True
     training_args: tuple[str, ...] = ()
     # For the pods' grace period where no source gives them: a step's time and the checkpoint's size.
-    step_seconds: FinitePositive | None = None
+    step_seconds: Annotated[FinitePositive, Field(le=MAX_GRACE_SECONDS)] | None = None
     checkpoint_gib: FinitePositive | None = None
 
     @classmethod
@@ -88,7 +89,7 @@ FIXES = {
     "nodes": "give a whole number of 1 or more",
     "workers_per_node": "give a whole number of 1 or more",
     "image_tag": "use letters, digits, '_', '.' and '-', not starting with '.' or '-'",
-    "step_seconds": "give the longest step of a run in seconds, a number above 0",
+    "step_seconds": f"give the longest step of a run in seconds, above 0 and at most {MAX_GRACE_SECONDS} (a day)",
     "checkpoint_gib": "give the size of one checkpoint in GiB, a number above 0",
 }
 

@@ -30,12 +30,13 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from jobs.capacity import LaunchError, choose_node_group
-from jobs.grace_period import BYTES_PER_PARAMETER, GracePeriod
+from jobs.grace_period import BYTES_PER_PARAMETER, MAX_GRACE_SECONDS, MB, GracePeriod
 from jobs.paths import run_directory
 from jobs.platform_job import COMPILE_CACHE_ANNOTATION, COMPILE_CACHE_INPUTS, JobRequest, placement, whole_node_job
 from jobs.titan_config import parse_titan_options, titan_compile_cache
 from training import titan_assets
-from trainium_eks.contract import NodeGroup, PlatformContract
+from trainium_eks.contract import PlatformContract
+from trainium_eks.contract_entries import NodeGroup
 
 MODULE = "training.titan_train"
 CONFIGS = "training.titan_configs"  # the platform's TorchTitan configurations, which build the draining trainer
@@ -257,7 +258,14 @@ def titan_grace_period(contract: PlatformContract, request: JobRequest, throughp
     group = choose_node_group(contract, request.node_group)
     recipe = recipe_of(group)
     if request.checkpoint_gib is not None:
-        checkpoint = round(request.checkpoint_gib * 1024**3)
+        gib = request.checkpoint_gib
+        if gib * 1024**3 / (throughput_mb_s * MB) > MAX_GRACE_SECONDS:  # a float: 1e308 GiB is inf, not an OverflowError
+            raise LaunchError(
+                f"--checkpoint-gib {gib:g}: writing it at fsxThroughputMBps {throughput_mb_s:g} takes over "
+                f"{MAX_GRACE_SECONDS} s (a day), the longest grace period a pod may have; give one checkpoint's size "
+                "in GiB (`du -s` of a step-N folder)"
+            )
+        checkpoint = round(gib * 1024**3)
     elif recipe.checkpoint_bytes is not None:
         checkpoint = recipe.checkpoint_bytes
     else:

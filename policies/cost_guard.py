@@ -50,7 +50,7 @@ COST_GUARD = Pack(
         ),
         stack_policy(
             "control-plane-log-group-owned",
-            "The EKS control-plane log group is the stack's, with a retention, created before the cluster.",
+            "The EKS control-plane log group is the stack's, with a retention CloudWatch Logs takes, created before the cluster.",
             Severity.MEDIUM,
             cleanup.control_plane_log_group,
         ),

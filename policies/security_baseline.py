@@ -94,7 +94,7 @@ SECURITY_BASELINE = Pack(
         ),
         resource_policy(
             "ssm-session-access-scoped",
-            "Grants of ssm:StartSession name their instances and allow port-forwarding documents only.",
+            "Grants of ssm:StartSession name their instances and allow AWS's port-forwarding documents only, by exact ARN.",
             Severity.HIGH,
             access_path.session_access_scoped,
             (*iam.IAM_POLICY_TYPES, iam.IAM_ROLE),

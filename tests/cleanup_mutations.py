@@ -83,6 +83,13 @@ CLEANUP_CASES: dict[str, list[Case]] = {
             blames=tokens.EKS_COMPONENT_CLUSTER,
         ),
         Case("no-retention", "dev", edit(LOG_GROUP, CONTROL_PLANE_LOGS, "retentionInDays"), ("never expire",), blames=LOG_GROUP),
+        Case(
+            "retention-minus-one",
+            "dev",
+            edit(LOG_GROUP, CONTROL_PLANE_LOGS, "retentionInDays", to=-1.0),
+            ("does not take", "3653"),
+            blames=LOG_GROUP,
+        ),
         Case("cluster-first", "dev", _cluster_not_waiting_for_its_logs, ("does not wait",)),
     ],
 }

@@ -99,5 +99,21 @@ ACCESS_PATH_CASES: dict[str, list[Case]] = {
             IAM_POLICY,
             1,
         ),
+        # A document of the account's whose name only ends like AWS's port forwarding: it may run anything.
+        Case(
+            "name-ending-like-port-forwarding",
+            "prod",
+            _host_policy(
+                lambda s: s.update(
+                    Resource=[
+                        s["Resource"][0],
+                        "arn:aws:ssm:us-east-2:111122223333:document/Shell-AWS-StartPortForwardingSession",
+                    ]
+                )
+            ),
+            ("beyond port forwarding",),
+            IAM_POLICY,
+            1,
+        ),
     ],
 }

@@ -30,7 +30,7 @@ from policies.rules.iam import ROLE_POLICY_ATTACHMENT
 from policies.rules.scheduling import QUEUE
 from policies.rules.security import ECR, EKS_COMPONENT, HELM_RELEASE, SERVICE, VPC_INGRESS_RULE
 from policies.rules.topology import FSX, RESERVATION_AZ_TAG
-from trainium_eks import catalog, tokens, versions
+from trainium_eks import catalog, layout, tokens, versions
 from trainium_eks.trainium_groups import (
     INSTANCE_TYPE_LABEL,
     LAUNCH_TEMPLATE,
@@ -169,7 +169,16 @@ MANAGED_GROUP_AND_PLATFORM_CASES: dict[str, list[Case]] = {
     "trainium-neuron-taint": [Case("untainted", "prod", edit_node_group("taints", to=[]), ("lacks the taint",), NODE_GROUP, 1)],
     "efa-security-group-self-traffic": [Case("no-self-egress", "prod", _no_self_egress, blames=LAUNCH_TEMPLATE)],
     "trainium-az-offers-instance-type": [
-        Case("az1", "staging", edit(SUBNET, "private-trainium", "availabilityZoneId", to="use1-az1"), ("use1-az1 (us-east-1)",))
+        Case("az1", "staging", edit(SUBNET, "private-trainium", "availabilityZoneId", to="use1-az1"), ("use1-az1 (us-east-1)",)),
+        # A Capacity Block's price on trn1n.32xlarge in us-west-2, where EC2 sells no blocks of it.
+        Case(
+            "block-never-sold",
+            "prod",
+            edit_template("tags", layout.CAPACITY_BLOCK_HOURLY_USD_TAG, to="30"),
+            ("sells no Capacity Blocks of trn1n.32xlarge in us-west-2",),
+            NODE_GROUP,
+            1,
+        ),
     ],
     "fsx-lustre-in-trainium-az": [Case("az1", "staging", _fsx_in_az1, blames=FSX)],
     "fsx-lustre-ports-reachable": [

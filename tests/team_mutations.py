@@ -147,6 +147,17 @@ TEAM_CASES: dict[str, list[Case]] = {
             ("system:masters",),
             tokens.EKS_ACCESS_ENTRY,
         ),
+        team_case(
+            "principal-of-another-partition",
+            edit(
+                tokens.EKS_ACCESS_ENTRY,
+                f"teams-{TEAM}-member-0",
+                "principalArn",
+                to="arn:aws-cn:iam::111122223333:role/researchers",
+            ),
+            ("of partition aws-cn",),
+            tokens.EKS_ACCESS_ENTRY,
+        ),
     ],
     "team-role-bounded": [
         team_case(

@@ -1,8 +1,9 @@
-"""A team installs this package from a release tag and builds in the workspace the platform granted it. Walked as a
-team would: the checkout is released with README's release commands into a repository of its own, the example's
-requirements.txt is installed from the pushed tag into a clean virtualenv, and examples/team-workspace runs in that
-virtualenv under the SDK's mocks against the outputs of a real plan of a platform that grants two teams. It builds in
-its team's workspace, and stops in one line for a team the platform does not declare or outputs it cannot read."""
+"""A team installs this package from a release tag and builds in the workspace the platform granted it. Walked as a team
+would: the checkout is released with README's release commands into a repository of its own, the example is installed
+from the pushed tag into a clean virtualenv with README's commands for a local clone, and examples/team-workspace
+runs in that virtualenv under the SDK's mocks against the outputs of a real plan of a platform that grants two teams.
+It builds in its team's workspace, and stops in one line for a team the platform does not declare or outputs it
+cannot read."""
 
 from __future__ import annotations
 
@@ -54,25 +55,47 @@ def example_config() -> dict[str, str]:
     return {key.split(":", 1)[1]: value for key, value in stack["config"].items()}
 
 
-def release_commands() -> str:
-    """The shell block of README's "Releasing a version"."""
+def releasing_a_version() -> str:
+    """README's section "Releasing a version"."""
     readme = (REPO_ROOT / "README.md").read_text()
-    (block,) = re.findall(r"^### Releasing a version\n.*?^```sh\n(.*?)^```", readme, re.DOTALL | re.MULTILINE)
-    return block
+    (section,) = re.findall(r"^### Releasing a version\n(.*?)^##+ ", readme, re.DOTALL | re.MULTILINE)
+    return section
 
 
-@pytest.fixture(scope="module")
-def origin(tmp_path_factory) -> Path:
-    """The platform's repository with this checkout merged to main, released by README's commands from a clone."""
-    root = tmp_path_factory.mktemp("release")
+def releasing_blocks() -> tuple[str, str]:
+    """The section's shell blocks: the release commands, then the install from a local clone."""
+    release, local_install = re.findall(r"^```sh\n(.*?)^```", releasing_a_version(), re.DOTALL | re.MULTILINE)
+    return release, local_install
+
+
+def readme_requirement(origin: str) -> str:
+    """The section's requirement of this package from the hosting repository or a local clone, ``<...>`` unfilled."""
+    (requirement,) = re.findall(rf"`(trainium-eks\[team\] @ git\+{re.escape(origin)}[^`]*@v<version>)`", releasing_a_version())
+    return requirement
+
+
+def bash(script: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def released_repository(root: Path, files: dict[str, Path | str]) -> tuple[Path, subprocess.CompletedProcess]:
+    """A bare ``origin`` whose main holds ``files`` (name: a file to copy or a text), released with README's release
+    commands from a clone of it; returns ``origin`` and how the release commands ended."""
     origin, clone = root / "origin.git", root / "clone"
     run(["git", "init", "--quiet", "--bare", "--initial-branch", "main", origin], root)
-    # The checkout as its next commit holds it: tracked and new files, less what .gitignore leaves out.
-    listed = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], REPO_ROOT).stdout
-    for name in filter(None, listed.split("\0")):
-        if (REPO_ROOT / name).is_file():  # not deleted in the working tree
-            (clone / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO_ROOT / name, clone / name)
+    for name, content in files.items():
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, Path):
+            shutil.copy2(content, clone / name)
+        else:
+            (clone / name).write_text(content)
     for command in (
         ["init", "--quiet", "--initial-branch", "main"],
         ["add", "--all"],
@@ -81,24 +104,46 @@ def origin(tmp_path_factory) -> Path:
         ["push", "--quiet", "origin", "main"],
     ):
         run(["git", *command], clone, **GIT_IDENTITY)
-    run(["bash", "-euo", "pipefail", "-c", release_commands()], clone, **GIT_IDENTITY)
+    return origin, bash(releasing_blocks()[0], clone, **GIT_IDENTITY)
+
+
+def tags(origin: Path) -> list[str]:
+    listed = run(["git", "ls-remote", "--tags", origin], origin).stdout.split("\n")
+    return [line.split()[1] for line in listed if line]
+
+
+@pytest.fixture(scope="module")
+def origin(tmp_path_factory) -> Path:
+    """The platform's repository with this checkout merged to main, released by README's commands from a clone."""
+    # The checkout as its next commit holds it: tracked and new files, less what .gitignore leaves out.
+    listed = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], REPO_ROOT).stdout
+    checkout = {name: REPO_ROOT / name for name in filter(None, listed.split("\0")) if (REPO_ROOT / name).is_file()}
+    origin, released = released_repository(tmp_path_factory.mktemp("release"), checkout)
+    assert released.returncode == 0, released.stderr
     return origin
 
 
 @pytest.fixture(scope="module")
-def team_python(origin, tmp_path_factory) -> Path:
-    """The Python of a clean virtualenv with the example's requirements.txt installed, constrained to the project's
-    pins, the platform's repository being ``origin``."""
-    root = tmp_path_factory.mktemp("team")
-    requirements = (EXAMPLE / "requirements.txt").read_text()
-    repository = PACKAGE_REQUIREMENT.search(requirements)["repository"]
-    # file://localhost/...: pip reads a URL requirement without a host as a path
-    (root / "requirements.txt").write_text(requirements.replace(repository, f"file://localhost{origin}"))
-    run([sys.executable, "-m", "venv", root / "venv"], root)
-    python = root / "venv" / "bin" / "python"
-    install = ["install", "--quiet", "--no-compile", "-r", "requirements.txt", "-c", REPO_ROOT / "constraints.txt"]
-    run([python, "-m", "pip", *install], root)
-    return python
+def team_workspace(origin, tmp_path_factory) -> Path:
+    """A copy of the example, installed by README's commands for a local clone, ``origin`` being that clone, into a
+    clean virtualenv ``.venv`` (pip constrained to the project's pins)."""
+    workspace = tmp_path_factory.mktemp("team") / EXAMPLE.name
+    shutil.copytree(EXAMPLE, workspace, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    done = bash(
+        releasing_blocks()[1],
+        workspace,
+        clone=str(origin),
+        version=VERSION,
+        PIP_CONSTRAINT=str(REPO_ROOT / "constraints.txt"),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # `python` is the project's Python
+    )
+    assert done.returncode == 0, done.stderr
+    return workspace
+
+
+@pytest.fixture(scope="module")
+def team_python(team_workspace) -> Path:
+    return team_workspace / ".venv" / "bin" / "python"
 
 
 @pytest.fixture(scope="module")
@@ -128,10 +173,28 @@ def run_example(python: Path, outputs: dict, tmp_path: Path, **config: str) -> s
 
 
 def test_the_release_commands_tag_the_merged_version(origin):
-    tags = run(["git", "ls-remote", origin, "refs/heads/main", f"refs/tags/v{VERSION}^{{}}"], origin).stdout.split("\n")
-    (main, tagged) = [line.split()[0] for line in tags if line]
+    listed = run(["git", "ls-remote", origin, "refs/heads/main", f"refs/tags/v{VERSION}^{{}}"], origin).stdout.split("\n")
+    (main, tagged) = [line.split()[0] for line in listed if line]
     assert tagged == main
     assert PACKAGE_REQUIREMENT.search((EXAMPLE / "requirements.txt").read_text())["tag"] == f"v{VERSION}"
+
+
+def test_the_release_commands_make_no_tag_the_example_does_not_pin(tmp_path):
+    pinned = (EXAMPLE / "requirements.txt").read_text().replace(f"@v{VERSION}\n", "@v0.0.1\n")
+    assert f"@v{VERSION}" not in pinned
+    release = {"pyproject.toml": REPO_ROOT / "pyproject.toml", "examples/team-workspace/requirements.txt": pinned}
+    origin, released = released_repository(tmp_path, release)
+    assert released.returncode != 0
+    assert tags(origin) == []
+
+
+def test_the_example_pins_the_readme_requirement_and_installs_the_local_one(origin, team_workspace):
+    """The example's requirement is README's for the hosting repository; README's commands for a local clone put in
+    README's requirement for it."""
+    hosted = readme_requirement("https://").replace("<version>", VERSION)
+    assert hosted in (EXAMPLE / "requirements.txt").read_text().splitlines()
+    local = readme_requirement("file://").replace("/<absolute path>", str(origin)).replace("<version>", VERSION)
+    assert local in (team_workspace / "requirements.txt").read_text().splitlines()
 
 
 def test_the_team_program_builds_in_its_workspace(team_python, platform_outputs, tmp_path):

@@ -104,14 +104,18 @@ def test_torchtitan_on_the_trn2_group_runs_the_cited_configuration_with_a_grace_
         assert container["image"] == outputs["trainiumNodeGroupSoftware"]["trn2-48xl"]["trainingImage"]
         module = command[command.index("-m", len(AGENT_COMMAND)) + 1]  # torchrun's -m, after the entrypoint's
         assert module == torchtitan_job.MODULE and " ".join(recipe.model_options) in " ".join(command)
-        dump_folder = torchtitan_job.last_value(command, "--job.dump_folder")
-        assert dump_folder == f"{outputs['checkpointsPath']}/qwen3train" and "--checkpoint.enable" in command
+        dump_folder = torchtitan_job.last_value(command, "--dump_folder")
+        assert dump_folder == f"{outputs['checkpointsPath']}/qwen3train/trn2-48xl" and "--checkpoint.enable" in command
         assert any(m["mountPath"] == outputs["fsxMountPath"] for m in container["volumeMounts"])
         assert_valid_pod(template)
     slower = launch_json(*chosen, "--step-seconds", "60", "--json")
     longer = grace_period.GracePeriod(recipe.checkpoint_bytes, outputs["fsxThroughputMBps"], 60.0)
     assert grace_of(slower) == {(longer.seconds, str(longer.seconds))} and longer.seconds > expected.seconds
-    bigger = launch_json(*chosen, *GIVEN_STEP, "--checkpoint-gib", "200", "--json")
+    # a checkpoint larger than the recipe's that still drains within the Capacity Block's window
+    write_window = grace_period.STEP_AND_WRITE_WINDOW_SECONDS - float(GIVEN_STEP[1])
+    largest_fitting = write_window * outputs["fsxThroughputMBps"] * grace_period.MB
+    larger_gib = (recipe.checkpoint_bytes + largest_fitting) / 2 / 1024**3
+    bigger = launch_json(*chosen, *GIVEN_STEP, "--checkpoint-gib", f"{larger_gib:.1f}", "--json")
     ((bigger_seconds, _),) = grace_of(bigger)
     assert bigger_seconds > expected.seconds
 

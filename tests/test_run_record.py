@@ -72,7 +72,7 @@ def test_another_run_is_refused_in_one_line_naming_what_differs_and_the_fix(tmp_
         run_record.claim(tmp_path, IDENTITY.model_copy(update=change))
     message = str(refused.value)
     assert "\n" not in message and named in message and str(tmp_path) in message
-    assert "--output-dir" in message and "remove the directory" in message
+    assert "--name" in message and "remove the directory" in message
     assert run_record.RunIdentity.model_validate_json((tmp_path / run_record.RECORD).read_text()) == IDENTITY  # kept
 
 
@@ -141,7 +141,7 @@ def test_another_model_in_the_same_directory_is_refused_in_one_line(shards, tmp_
     output = tmp_path / "run"
     pretrain_bert.main(options(shards, output))
     line = refused_run(options(shards, output, model="large"), capsys)
-    assert "model bert-tiny-" in line and ", not bert-large-" in line and "--output-dir" in line
+    assert "model bert-tiny-" in line and ", not bert-large-" in line and "--name" in line
 
 
 def test_a_malformed_run_record_stops_the_script_in_one_line(shards, tmp_path, capsys):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -22,7 +22,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     StrictStr,
@@ -32,6 +31,19 @@ from pydantic import (
 )
 
 from trainium_eks import catalog, names, versions
+from trainium_eks.contract_entries import (
+    MANAGED_SCALING,
+    STACK_BEFORE_1_6,
+    ApiAccess,
+    DnsLabel,
+    NodeGroup,
+    NodeGroupScaling,
+    NodeGroupSoftware,
+    ObjectName,
+    Queue,
+    Taint,
+    Team,
+)
 
 CONTRACT_VERSION = "1.6.0"
 FIRST = "1.0.0"
@@ -48,110 +60,8 @@ def job_node_ceiling(*, elastic: bool, desired_size: int, max_size: int) -> int:
     return max_size if elastic else desired_size
 
 
-def _named(pattern: re.Pattern, what: str) -> Any:
-    """A string following one of AWS's or Kubernetes' naming rules (``trainium_eks.names``: whole string, ASCII): a
-    name from the outputs becomes a namespace, a label value or an object name in the jobs built from them."""
-
-    def check(value: str) -> str:
-        if not pattern.match(value):
-            raise ValueError(f"{value!r} is not {what}")
-        return value
-
-    return Annotated[StrictStr, AfterValidator(check)]
-
-
-DnsLabel = _named(names.DNS_LABEL, "a DNS label of up to 63 lowercase letters, digits and '-' (a namespace name)")
-ObjectName = _named(names.DNS_SUBDOMAIN, "a Kubernetes object name (lowercase letters, digits, '-' and '.')")
-LabelValue = _named(names.LABEL_NAME, "a Kubernetes label value (up to 63 of A-Z a-z 0-9 -_.)")
-PrincipalArn = _named(names.PRINCIPAL_ARN, "an IAM role or user ARN")
-
-
 class ContractError(Exception):
     """Stack outputs that do not satisfy the contract; the message is one line naming the key and the fix."""
-
-
-class Entry(BaseModel):
-    # A newer minor version may add keys inside entries too, as at the top level: a reader accepts and ignores them.
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-
-class NodeGroup(Entry):
-    name: LabelValue
-    instance_type: StrictStr = Field(alias="instanceType")
-    min_size: NonNegativeInt = Field(alias="minSize")
-    desired_size: NonNegativeInt = Field(alias="desiredSize")
-    max_size: PositiveInt = Field(alias="maxSize")
-    neuron_devices_per_node: PositiveInt = Field(alias="neuronDevicesPerNode")
-    neuron_cores_per_node: PositiveInt = Field(alias="neuronCoresPerNode")
-    efa_interfaces_per_node: NonNegativeInt = Field(alias="efaInterfacesPerNode")
-    vcpus_per_node: PositiveInt = Field(alias="vcpusPerNode")
-    memory_gib_per_node: PositiveInt = Field(alias="memoryGiBPerNode")
-    node_selector: dict[StrictStr, StrictStr] = Field(alias="nodeSelector")
-
-
-class NodeGroupScaling(Entry):
-    """How a node group's nodes come and go: ``managed`` runs desiredSize nodes until the stack changes; ``karpenter``
-    runs none until a job's pods wait, up to maxSize, and removes a node idle for ``idleMinutes``."""
-
-    provisioning: Literal["managed", "karpenter"]
-    idle_minutes: PositiveInt | None = Field(None, alias="idleMinutes")
-
-
-MANAGED_SCALING = NodeGroupScaling(provisioning="managed")  # what a platform older than 1.3.0 runs
-
-
-class NodeGroupSoftware(Entry):
-    """What a node group runs: its Trainium generation; the training stack its jobs run, with the image ``make image``
-    pushes for it (``<ecrRepositoryUrl>:<tag>``), its PyTorch backend (``xla`` or ``neuron``, a string: a later minor
-    version may add one) and the Neuron runtime library in it; and the node image release its nodes boot, with that
-    release's Neuron driver. A platform older than 1.6.0 published neither release nor driver (None here)."""
-
-    generation: StrictStr
-    training_stack: StrictStr = Field(alias="trainingStack")
-    training_image: StrictStr = Field(alias="trainingImage")
-    backend: StrictStr
-    neuron_runtime: StrictStr = Field(alias="neuronRuntime")
-    node_image_release: StrictStr | None = Field(None, alias="nodeImageRelease")
-    neuron_driver: StrictStr | None = Field(None, alias="neuronDriver")
-
-
-# A platform older than 1.6.0 built one training image, PyTorch/XLA's, and ran it on every node group.
-STACK_BEFORE_1_6 = "pytorch-xla-2.30"
-
-
-class ApiAccess(Entry):
-    """How a workstation reaches a private-only API endpoint: a port-forwarding session (``document``) through the
-    Systems Manager managed host ``hostInstanceId``, which the policy ``usersPolicyArn`` lets a person open."""
-
-    host_instance_id: StrictStr = Field(alias="hostInstanceId")
-    users_policy_arn: StrictStr = Field(alias="usersPolicyArn")
-    document: StrictStr
-
-
-class Team(Entry):
-    """A team's workspace: its namespace and queue, its quota (the queue's capability too), and its volume, a claim in
-    its namespace on its own directory ``fileSystemPath`` of the file system, mounted where the platform's is."""
-
-    name: DnsLabel
-    namespace: DnsLabel
-    queue: ObjectName
-    weight: PositiveInt
-    quota: dict[StrictStr, NonNegativeInt]
-    claim_name: ObjectName = Field(alias="claimName")
-    file_system_path: StrictStr = Field(alias="fileSystemPath")
-    principal_arns: tuple[PrincipalArn, ...] = Field(alias="principalArns")
-
-
-class Taint(Entry):
-    key: StrictStr
-    value: StrictStr
-    effect: StrictStr
-
-
-class Queue(Entry):
-    name: ObjectName
-    weight: float
-    capability: dict[StrictStr, float]
 
 
 def _readable_kubeconfig(value: Any) -> Any:
@@ -264,10 +174,36 @@ class PlatformContract(BaseModel):
     @field_validator("trainium_node_group_software")
     @classmethod
     def _every_group_has_software(cls, value: dict | None, info: ValidationInfo) -> dict | None:
-        groups = [group.name for group in info.data.get("node_groups", ())]
-        missing = [name for name in groups if value is not None and name not in value]
-        if missing:
-            raise ValueError(f"no entry for node group {missing[0]}")
+        """An entry per group, of the group's generation; null only where the contract predates the key (the image of
+        every group was then PyTorch/XLA's, which a trn2 group cannot run)."""
+        version = info.data.get("contract_version", "")
+        if value is None:
+            if _version(version) >= _version(KEYS["trainiumNodeGroupSoftware"]):
+                raise ValueError(f"null, but contract {version} publishes what each node group runs")
+            return value
+        for group in info.data.get("node_groups", ()):
+            if group.name not in value:
+                raise ValueError(f"no entry for node group {group.name}")
+            spec = catalog.INSTANCE_TYPES.get(group.instance_type)
+            if spec is not None and value[group.name].generation != spec.generation:
+                raise ValueError(
+                    f"{group.name}.generation {value[group.name].generation!r}, but the group's {group.instance_type} "
+                    f"is {spec.generation}"
+                )
+        return value
+
+    @field_validator("teams")
+    @classmethod
+    def _members_in_the_region_partition(cls, value: tuple, info: ValidationInfo) -> tuple:
+        """A member's principal is of the cluster's partition (``names.partition``: no other partition's reaches it)."""
+        region = info.data.get("region")
+        for team in value if isinstance(region, str) else ():
+            for arn in team.principal_arns:
+                if names.arn_partition(arn) != names.partition(region):
+                    raise ValueError(
+                        f"{arn!r} of team {team.name} is in partition {names.arn_partition(arn)}, the {region} cluster "
+                        f"in {names.partition(region)}"
+                    )
         return value
 
     def software(self, group: NodeGroup) -> NodeGroupSoftware:

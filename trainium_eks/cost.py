@@ -191,6 +191,15 @@ def _reservation(group: TrainiumGroup, region: str, billed: set[str]) -> CostLin
         return CostLine(group.node.urn, f"{count} x {name} in reservation {reservation}, paid for with the group before", 0.0)
     if reservation is not None:
         billed.add(reservation)
+    if block_rate is not None and not 0 < block_rate <= layout.MAX_BLOCK_USD_PER_INSTANCE_HOUR:
+        raw = group.reservation_fact(layout.CAPACITY_BLOCK_HOURLY_USD_TAG)
+        return CostLine(
+            group.node.urn,
+            f"{count} x {name} in Capacity Block {reservation}: its {layout.CAPACITY_BLOCK_HOURLY_USD_TAG} {raw!r} is no "
+            f"price (above 0, at most {layout.MAX_BLOCK_USD_PER_INSTANCE_HOUR} USD per instance-hour), not counted",
+            0.0,
+            priced=False,
+        )
     if block_rate is not None:
         return PrepaidBlock(group.node.urn, reservation, count, name, block_rate)
     what = f"{count} x {name} On-Demand Capacity Reservation, used or not"

@@ -34,6 +34,10 @@ NEURON_TAINT_EFFECT_K8S = "NoSchedule"  # the Kubernetes spelling, for toleratio
 CAPACITY_RESERVATION_AZ_TAG = "trainium-eks/capacity-reservation-az-id"
 CAPACITY_RESERVATION_INSTANCES_TAG = "trainium-eks/capacity-reservation-instances"
 CAPACITY_BLOCK_HOURLY_USD_TAG = "trainium-eks/capacity-block-usd-per-hour"
+# No source bounds a Capacity Block's price per instance-hour; this bound, about 40 times the highest on-demand rate the
+# catalog records (trn1n.32xlarge, 24.78 USD/h), catches the block's upfront total typed as its hourly rate and keeps
+# the cost estimate's sums finite (1e308 would print "inf USD").
+MAX_BLOCK_USD_PER_INSTANCE_HOUR = 1000
 
 # Extended resources advertised by the device plugins.
 NEURON_DEVICE_RESOURCE = "aws.amazon.com/neuron"

@@ -39,3 +39,25 @@ CONNECTION_ARN = whole(r"arn:aws[a-z-]*:(codeconnections|codestar-connections):[
 # SNS topic ARNs; a topic name is 1-256 ASCII letters, digits, hyphens and underscores, ".fifo" ending a FIFO
 # topic (SNS API Reference, CreateTopic: Name).
 SNS_TOPIC_ARN = whole(r"arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?")
+# A container image reference as the kubelet pulls it, with its tag: a registry host (and port), a repository path of
+# lowercase components, and a tag of up to 128 of A-Z a-z 0-9 _ . - not starting with . or - (distribution/reference,
+# reference.go's grammar: domain, path-component, tag).
+IMAGE_REFERENCE = whole(
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
+    r"/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r":[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+)
+# A Region's ARN partition: aws for the commercial Regions, aws-cn for China's, aws-us-gov for GovCloud's; "You cannot use
+# IAM credentials from one partition to interact with resources in a different partition" (AWS whitepaper "AWS Fault
+# Isolation Boundaries", Partitions), so a principal of another partition never reaches the cluster.
+REGION_PREFIX_PARTITIONS = {"cn-": "aws-cn", "us-gov-": "aws-us-gov"}
+
+
+def partition(region: str) -> str:
+    """The ARN partition of ``region``."""
+    return next((p for prefix, p in REGION_PREFIX_PARTITIONS.items() if region.startswith(prefix)), "aws")
+
+
+def arn_partition(arn: str) -> str:
+    """The partition an ARN names (its second field)."""
+    return arn.split(":")[1] if arn.count(":") >= 2 else ""

@@ -14,7 +14,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from trainium_eks.contract import ContractError, PlatformContract, Team
+from trainium_eks.contract import ContractError, PlatformContract
+from trainium_eks.contract_entries import Team
 
 TEAMS_SINCE = "1.5.0"  # the contract version that introduced teams
 

@@ -15,12 +15,16 @@ from policies.rules.deploy_path import admits
 from policies.rules.iam import IAM_ROLE, allows, resources_of, statements
 from trainium_eks import tokens
 from trainium_eks.graph import Graph, Node, dig, is_unknown
+from trainium_eks.names import whole
 
 INSTANCE = tokens.EC2_INSTANCE
 INGRESS_RULE_TYPES = (tokens.VPC_SECURITY_GROUP_INGRESS_RULE, tokens.EC2_SECURITY_GROUP_RULE)
 # Session documents that forward a port, and nothing else (Systems Manager User Guide, "Session document schema";
 # the AWS-owned documents for port forwarding).
 PORT_FORWARDING_DOCUMENTS = ("AWS-StartPortForwardingSession", "AWS-StartPortForwardingSessionToRemoteHost")
+# Their ARNs exactly: AWS-owned, so no account ("arn:aws:ssm:us-east-2::document/AWS-StartPortForwardingSession", as
+# components/api_access.py grants it), and no wildcard, which would take any document whose name merely ends so.
+PORT_FORWARDING_DOCUMENT_ARN = whole(rf"arn:aws[a-z-]*:ssm:[a-z0-9-]+::document/({'|'.join(PORT_FORWARDING_DOCUMENTS)})")
 START_SESSION = "ssm:StartSession"
 # The strings EC2 reads a boolean from (pulumi-aws sends some as strings, e.g. launch templates; Go's
 # strconv.ParseBool): anything else asked for a public address, or would fail the deployment.
@@ -80,11 +84,11 @@ def session_access_scoped(node: Node, config: dict) -> Iterator[Violation]:
             instances = [r for r in resources if ":instance/" in r or ("*" in r and r not in documents)]
             if any("*" in r for r in instances):
                 yield Violation(node.urn, f"{describe(node)} allows ssm:StartSession on every instance; name the host's ARN")
-            if not documents or any(not r.endswith(PORT_FORWARDING_DOCUMENTS) for r in documents):
+            if not documents or any(not PORT_FORWARDING_DOCUMENT_ARN.match(r) for r in documents):
                 yield Violation(
                     node.urn,
                     f"{describe(node)} allows ssm:StartSession with documents beyond port forwarding; list only "
-                    f"{' or '.join(PORT_FORWARDING_DOCUMENTS)}",
+                    f"{' or '.join(PORT_FORWARDING_DOCUMENTS)}, AWS's own (arn:aws:ssm:<region>::document/<name>)",
                 )
 
 

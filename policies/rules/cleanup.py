@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 from policies.rules import Violation, describe
 from trainium_eks import tokens
+from trainium_eks.config.stack_operations import LOG_RETENTION_DAYS
 from trainium_eks.graph import Graph, Node, dig, is_unknown, number
 
 KARPENTER_CHART = "karpenter"  # the controller's chart (karpenter-crd only brings the CRDs)
@@ -176,9 +177,17 @@ def control_plane_log_group(graph: Graph, config: dict) -> Iterator[Violation]:
                 "with no retention, and `pulumi destroy` leaves it. Create the log group with a retention first.",
             )
             continue
-        retention = number(group.props.get("retentionInDays"))
-        if not retention and not is_unknown(group.props.get("retentionInDays")):
+        given = group.props.get("retentionInDays")
+        days = number(given)
+        if given is None or days == 0:  # the provider's 0 is "never expire" (pulumi-aws LogGroup docs)
             yield Violation(group.urn, f"{describe(group)} ({name}) has no retention: its logs never expire. Set one.")
+        elif not is_unknown(given) and days not in LOG_RETENTION_DAYS:
+            shown = given if days is None else f"{days:g}"
+            yield Violation(
+                group.urn,
+                f"{describe(group)} ({name}) has retentionInDays {shown}, which CloudWatch Logs does not take: set one "
+                f"of {', '.join(map(str, LOG_RETENTION_DAYS))} days",
+            )
         if not depends_on(cluster, lambda n, wanted=group: n is wanted):
             yield Violation(
                 cluster.urn,

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from policies.rules import Violation, describe, shown
 from policies.rules.scheduling import provisioned_capacity
-from trainium_eks import layout, tokens
+from trainium_eks import layout, names, tokens
 from trainium_eks.graph import Graph, Node, dig, known
 from trainium_eks.quantities import quantity
 
@@ -66,6 +66,12 @@ def team_access_namespaced(graph: Graph, config: dict) -> Iterator[Violation]:
         principal, groups = entry.props.get("principalArn"), entry.props.get("kubernetesGroups")
         if isinstance(principal, str):
             principals[principal] = team
+            if entry.region and names.arn_partition(principal) != names.partition(entry.region):
+                yield Violation(
+                    entry.urn,
+                    f"{describe(entry)} of team {team} names {principal}, of partition {names.arn_partition(principal)}: "
+                    f"no principal outside {names.partition(entry.region)} reaches a {entry.region} cluster; use one of it",
+                )
         elif known(principal):
             yield Violation(entry.urn, f"{describe(entry)} of team {team} names the principal {principal!r}, which is no ARN")
         if known(groups) and groups != [layout.team_group(team)]:

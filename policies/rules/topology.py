@@ -201,6 +201,12 @@ def efa_security_group_self_traffic(graph: Graph, config: dict) -> Iterator[Viol
 def az_offers_instance_type(graph: Graph, config: dict) -> Iterator[Violation]:
     for group in trainium_groups(graph):
         region = group.region
+        if region and group.in_capacity_block() and region not in group.spec.capacity_block_regions:
+            yield Violation(
+                group.node.urn,
+                f"{describe(group.node)}: runs in a Capacity Block, but EC2 sells no Capacity Blocks of {group.spec.name} "
+                f"in {region} per the hardware catalog; target an On-Demand Capacity Reservation instead",
+            )
         for az_id in sorted(group.az_ids()):
             if region and not group.spec.offered_in(region, az_id, capacity_block=group.in_capacity_block()):
                 offered = ", ".join(group.spec.az_ids.get(region, ())) or "no AZ"

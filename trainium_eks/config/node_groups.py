@@ -145,6 +145,15 @@ def _node_group(
         "buy one (aws ec2 describe-capacity-block-offerings) and set capacityReservation: type capacity-block, id, azId, "
         "instanceCount, hourlyUsd",
     )
+    in_blocks = [
+        f"{t.name} in {', '.join(t.capacity_block_regions)}" for t in catalog.INSTANCE_TYPES.values() if t.capacity_block_regions
+    ]
+    check(
+        not block or region in spec.capacity_block_regions,
+        at("capacityReservation.type"),
+        f"EC2 sells no Capacity Blocks of {group.instance_type} in {region} (catalog.py: {'; '.join(in_blocks)})",
+        "use type odcr without hourlyUsd, or a type sold in blocks here",
+    )
     offered = catalog.az_ids_offering(group.instance_type, region)
     sold_in = [r for r in catalog.REGIONS if spec.az_ids.get(r) or r in spec.capacity_block_regions]
     check(

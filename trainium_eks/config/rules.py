@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from types import MappingProxyType
 
-from trainium_eks import catalog
+from trainium_eks import catalog, names
 from trainium_eks.config import platform as p
 from trainium_eks.config.addresses import nodes_fit
 from trainium_eks.config.checks import NODE_GROUP_NAME_MAX, Key, check, scaling
@@ -38,6 +38,7 @@ def platform(stack_input: StackInput, *, project: str, stack: str, region: str, 
     network = _network(s, region, key)
     groups = node_groups(s, cluster_name, region, key)
     cluster = _cluster(s, cluster_name, key)
+    _principals_in_partition(s, region, key)
     nodes_fit(network, groups, cluster, key)
     _reservations_used_once(groups, key)
     return p.PlatformConfig(
@@ -177,6 +178,20 @@ def _cluster(s: StackInput, name: str, key: Key) -> p.ClusterConfig:
         node_kubernetes_version(s, key, "systemNodeKubernetesVersion", s.system_node_kubernetes_version),
         s.control_plane_log_retention_days,
     )
+
+
+def _principals_in_partition(s: StackInput, region: str, key: Key) -> None:
+    """Every principal given an access entry is of the region's partition (``names.partition``: no other reaches it)."""
+    listed = [(key("clusterAdminPrincipalArns"), s.cluster_admin_principal_arns)]
+    listed += [(f"{key('teams')}[{index}].principalArns", team.principal_arns) for index, team in enumerate(s.teams)]
+    for where, arns in listed:
+        for position, arn in enumerate(arns):
+            check(
+                names.arn_partition(arn) == names.partition(region),
+                f"{where}[{position}]",
+                f"'{arn}' is in partition {names.arn_partition(arn)}, the {region} cluster in {names.partition(region)}",
+                f"use the principal's ARN in {region}'s account: arn:{names.partition(region)}:iam::<account>:role/<name>",
+            )
 
 
 def _deploy_runner(s: StackInput, cluster_name: str, key: Key) -> p.DeployRunnerConfig | None:

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from pydantic_core import PydanticUndefined
 
-from trainium_eks import catalog, hardware, versions
+from trainium_eks import catalog, hardware, layout, versions
 from trainium_eks.config import fields as f
 
 DEFAULT_ROOT_VOLUME_GIB = 500  # the tutorial's NodeVolumeSize: room for images and the local compile cache
@@ -52,7 +52,16 @@ class CapacityReservationInput(Strict):
         alias="instanceCount", description="The instances it holds, billed busy or idle; the group's maxSize may not exceed it."
     )
     hourly_usd: (
-        Annotated[f.Number, f.rule(lambda v: v > 0, "{value} is not a price", "use the block's USD per instance-hour")] | None
+        Annotated[
+            f.Number,
+            f.rule(
+                lambda v: 0 < v <= layout.MAX_BLOCK_USD_PER_INSTANCE_HOUR,
+                "{value} is not a price per instance-hour",
+                f"use the block's USD per instance-hour (upfront fee / instances / hours), at most "
+                f"{layout.MAX_BLOCK_USD_PER_INSTANCE_HOUR}",
+            ),
+        ]
+        | None
     ) = Field(
         None,
         alias="hourlyUsd",
