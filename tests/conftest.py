@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from support import STACKS, cached_plan
 
 from preflight import engine
+from training.data import write_synthetic_shard
+from training.options import BERT_TINY
 
 
 @pytest.fixture(params=STACKS)
@@ -17,3 +21,12 @@ def stack_plan(request) -> engine.Plan:
 @pytest.fixture
 def plans() -> dict[str, engine.Plan]:
     return {stack: cached_plan(stack, False) for stack in STACKS}
+
+
+@pytest.fixture
+def shards(tmp_path) -> Path:
+    """A data directory of one synthetic shard the tiny BERT trains on: the real training script, small and fast."""
+    directory = tmp_path / "data"
+    directory.mkdir()
+    write_synthetic_shard(directory / "shard.hdf5", samples=64, seq_len=32, vocab_size=BERT_TINY["vocab_size"], max_predictions=5)
+    return directory

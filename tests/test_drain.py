@@ -18,19 +18,9 @@ import pytest
 from jobs.local_agents import read_metrics
 from preflight.stackfile import REPO_ROOT
 from training import checkpoint, pretrain_bert
-from training.data import write_synthetic_shard
-from training.options import BERT_TINY
 
 MAX_STEPS = 1000  # more than any of these runs trains: the SIGTERM comes first
 DRAINED = re.compile(r"DRAIN stopped after step (\d+) on SIGTERM")
-
-
-@pytest.fixture
-def shards(tmp_path) -> Path:
-    directory = tmp_path / "data"
-    directory.mkdir()
-    write_synthetic_shard(directory / "shard.hdf5", samples=64, seq_len=32, vocab_size=BERT_TINY["vocab_size"], max_predictions=5)
-    return directory
 
 
 def options(shards: Path, output: Path) -> list[str]:

@@ -17,8 +17,6 @@ from job_outputs import TWO_GENERATIONS, launch_json, outputs_file, pod_template
 from jobs.local_agents import read_metrics
 from preflight.stackfile import REPO_ROOT
 from training import pretrain_bert, run_record
-from training.data import write_synthetic_shard
-from training.options import BERT_TINY
 
 IDENTITY = run_record.RunIdentity(model="bert-tiny-0123456789ab", world_size=64, backend="xla")
 
@@ -94,14 +92,6 @@ def test_a_malformed_record_is_refused_in_one_line(tmp_path, text, named):
     message = str(refused.value)
     assert "\n" not in message and named in message and str(tmp_path / run_record.RECORD) in message
     assert (tmp_path / run_record.RECORD).read_text() == text  # left for the user to look at
-
-
-@pytest.fixture
-def shards(tmp_path) -> Path:
-    directory = tmp_path / "data"
-    directory.mkdir()
-    write_synthetic_shard(directory / "shard.hdf5", samples=32, seq_len=32, vocab_size=BERT_TINY["vocab_size"], max_predictions=5)
-    return directory
 
 
 def options(shards: Path, output: Path, model: str = "tiny") -> list[str]:
