@@ -7,6 +7,9 @@ STACK  ?= dev
 # checkov pins conflict with the project's (tabulate), so it gets a virtualenv of its own
 CHECKOV_VENV  := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+# Mermaid's own parser (npm), which tests/test_diff_markdown.py runs over the change report's graph
+MERMAID_DIR   := tests/mermaid
+MERMAID_STAMP := $(MERMAID_DIR)/node_modules/.installed
 
 .PHONY: preview plan-json test lint docs bench image constraints clean
 
@@ -23,6 +26,11 @@ $(CHECKOV_STAMP): requirements-checkov.txt constraints-checkov.txt
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt -c constraints-checkov.txt
 	touch $@
 
+# npm ci installs exactly the locked versions (and empties node_modules first: the stamp comes after)
+$(MERMAID_STAMP): $(MERMAID_DIR)/package.json $(MERMAID_DIR)/package-lock.json
+	cd $(MERMAID_DIR) && npm ci --no-audit --no-fund
+	touch $@
+
 ## preview: the resource tree of STACK (default dev), evaluated offline
 preview: $(STAMP)
 	$(BIN)/python -m preflight plan $(STACK)
@@ -33,7 +41,7 @@ plan-json: $(STAMP)
 
 ## test: lint, then the whole test suite (with checkov from .venv-checkov), in two processes: each test file runs whole
 ## in one, so a file's shared fixture (a real training run, a real etcd) is made once
-test: lint $(CHECKOV_STAMP)
+test: lint $(CHECKOV_STAMP) $(MERMAID_STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 ## lint: ruff's checks and formatting, actionlint over the workflows
@@ -60,7 +68,7 @@ constraints:
 	$(call pin,requirements-checkov.txt,constraints-checkov.txt,.venv-checkov)
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(CHECKOV_VENV) $(MERMAID_DIR)/node_modules .pytest_cache .hypothesis
 
 ## bench: engine speed figures (check --all, large generated stacks) and job recovery timings
 bench: $(STAMP)

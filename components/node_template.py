@@ -53,6 +53,8 @@ class NodeTemplate:
     security_group_ids: Sequence[pulumi.Input[str]] = ()
     placement_group_name: pulumi.Input[str] | None = None
     capacity_reservation: CapacityReservation | None = None
+    # The group's layout.CAPACITY_BLOCK_GROUP_TAG value: an EC2NodeClass also selects the Capacity Blocks tagged with it.
+    capacity_block_tag_value: str | None = None
     instance_tags: Mapping[str, str] = field(default_factory=dict)
     local_storage_raid0: bool = False  # the type has NVMe instance store: containerd and the kubelet go on it
     fast_image_pull: bool = False  # the pinned node image's nodeadm has the FastImagePull gate
@@ -187,5 +189,18 @@ def ec2_node_class_spec(template: NodeTemplate, *, role: pulumi.Input[str], subn
     if bootstrap:
         spec["userData"] = bootstrap  # Karpenter takes it as text
     if template.capacity_reservation:
-        spec["capacityReservationSelectorTerms"] = [{"id": template.capacity_reservation.reservation_id}]
+        spec["capacityReservationSelectorTerms"] = capacity_reservation_terms(template)
     return spec
+
+
+def capacity_reservation_terms(template: NodeTemplate) -> list[dict]:
+    """The EC2NodeClass's reservation selector: a Capacity Block group's tag term, so that a block bought and tagged
+    later is used with no stack edit, and the ID the stack names. Karpenter ORs the terms, and the CRD (v1.14.1) allows
+    no other field beside an ``id`` in one term."""
+    reservation = template.capacity_reservation
+    terms = []
+    if template.capacity_block and template.capacity_block_tag_value:
+        terms.append({"tags": {layout.CAPACITY_BLOCK_GROUP_TAG: template.capacity_block_tag_value}})
+    if reservation is not None and reservation.reservation_id:
+        terms.append({"id": reservation.reservation_id})
+    return terms

@@ -10,6 +10,7 @@ import pulumi
 
 from components.alarms import Alarms, AlarmsArgs
 from components.api_access import PORT_FORWARDING_DOCUMENT, ApiAccessArgs, ApiAccessHost
+from components.capacity_blocks import CapacityBlockEvents, CapacityBlockEventsArgs
 from components.cluster import Cluster, ClusterArgs
 from components.deploy_runner import DeployRunner, DeployRunnerArgs, refuse_an_existing_cluster
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
@@ -19,11 +20,11 @@ from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.observability import Observability, ObservabilityArgs
 from components.registry import Registry, RegistryArgs
-from components.scheduling import Scheduling, SchedulingArgs, provisioned_capacity
+from components.scheduling import Scheduling, SchedulingArgs
 from components.storage import Storage, StorageArgs
 from components.teams import Teams, TeamsArgs
 from components.trainium_node_group import ElasticCapacity, TrainiumNodeGroup, TrainiumNodeGroupArgs
-from trainium_eks import file_system, layout
+from trainium_eks import file_system, layout, shares
 from trainium_eks.config import PlatformConfig, TrainiumNodeGroupConfig
 from trainium_eks.contract import CONTRACT_VERSION
 
@@ -158,6 +159,8 @@ class TrainiumPlatform(pulumi.ComponentResource):
                     vpc_id=network.vpc_id,
                     subnet_id=network.trainium_subnet_id,
                     az_id=config.network.trainium_az_id,
+                    region=config.region,
+                    capacity_block_tag_value=layout.capacity_block_tag_value(config.cluster.name, group.name),
                     tags=tags,
                     repair=config.node_health.repair,
                     depends_on=[*cluster.node_role_dependencies, *network.private_routing],
@@ -204,7 +207,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
             TeamsArgs(
                 teams=config.scheduling.teams,
                 kubernetes_version=config.cluster.kubernetes_version,
-                capacity=provisioned_capacity(config.trainium_node_groups),
+                node_groups=shares.fleet(config.trainium_node_groups),
                 cluster_name=cluster.name,
                 storage=config.storage,
                 file_system_id=storage.file_system.id,
@@ -220,6 +223,12 @@ class TrainiumPlatform(pulumi.ComponentResource):
         registry = Registry(f"{name}-registry", RegistryArgs(config.registry, tags, protect), opts=child)
         if config.monitoring.cloudwatch_observability:
             self._monitor(name, config, cluster, storage, child)
+        if any(group.in_capacity_block for group in config.trainium_node_groups) and config.monitoring.alarms:
+            CapacityBlockEvents(
+                f"{name}-capacity-blocks",
+                CapacityBlockEventsArgs(config.cluster.name, config.monitoring.alarm_topic_arn, tags),
+                opts=child,
+            )
         tensorboard_service = ""  # the contract keeps the key; empty means TensorBoard is off
         if config.tensorboard:
             observability = Observability(

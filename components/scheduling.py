@@ -1,15 +1,16 @@
 """Scheduling: the job namespace, the Volcano batch scheduler with its queues, and the rendezvous etcd cluster.
 
-A queue's capability is derived from the Neuron capacity the node groups provision (their maximum size times the
-devices, cores and EFA interfaces per node), so a queue can never promise more accelerators than the node groups
-can hold, scaling within maxSize leaves the queues untouched, and CPU and memory are never capped (the
-tutorial's ``capability: {cpu: 2}`` blocked every pod that asked for CPU). etcd runs the v2 API, which
+A queue's capability is its share of each node group in whole nodes, times the devices, cores and EFA interfaces of
+one node (``trainium_eks.shares``), so a queue can never promise more accelerators than the node groups can hold, every
+whole node it is entitled to fits its capability on every resource, scaling within maxSize leaves the queues untouched,
+and CPU and memory are never capped (the tutorial's ``capability: {cpu: 2}`` blocked every pod that asked for CPU;
+Volcano takes a capability without them as unlimited: release-1.15 pkg/scheduler/plugins/proportion/proportion.go
+L120-127). etcd runs the v2 API, which
 torch's ``etcd`` and ``etcd-v2`` rendezvous backends (python-etcd) speak.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,8 +20,8 @@ import yaml
 
 from components.kube import helm_release, system_node_selector
 from components.rendezvous import Rendezvous, RendezvousArgs
-from trainium_eks import layout, versions
-from trainium_eks.config import QueueConfig, SchedulingConfig, TrainiumNodeGroupConfig
+from trainium_eks import shares, versions
+from trainium_eks.config import SchedulingConfig, TrainiumNodeGroupConfig
 
 VOLCANO_NAMESPACE = "volcano-system"
 
@@ -80,20 +81,6 @@ def pod_security_labels(kubernetes_version: str) -> dict[str, str]:
     }
 
 
-def provisioned_capacity(node_groups: Sequence[TrainiumNodeGroupConfig]) -> dict[str, int]:
-    """Extended resources the node groups provide at their maximum size."""
-    return {
-        layout.NEURON_DEVICE_RESOURCE: sum(g.scaling.max_size * g.spec.neuron_devices for g in node_groups),
-        layout.NEURON_CORE_RESOURCE: sum(g.scaling.max_size * g.spec.neuron_cores for g in node_groups),
-        layout.EFA_RESOURCE: sum(g.scaling.max_size * g.efa_interfaces for g in node_groups),
-    }
-
-
-def queue_capability(queue: QueueConfig, capacity: dict[str, int]) -> dict[str, int]:
-    """The queue's share of the provisioned capacity, rounded down; resources the platform lacks are omitted."""
-    return {resource: math.floor(amount * queue.neuron_share) for resource, amount in capacity.items() if amount}
-
-
 class Scheduling(pulumi.ComponentResource):
     """Volcano, its queues, and the rendezvous etcd in the job namespace."""
 
@@ -131,10 +118,10 @@ class Scheduling(pulumi.ComponentResource):
             parent=self,
             depends_on=[args.system_nodes],
         )
-        capacity = provisioned_capacity(args.node_groups)
+        groups = shares.fleet(args.node_groups)
         self.queues = []
         for queue in cfg.queues:
-            capability = queue_capability(queue, capacity)
+            capability = shares.share_capability(queue.neuron_share, groups)
             self.queues.append({"name": queue.name, "weight": queue.weight, "capability": capability})
             k8s.apiextensions.CustomResource(
                 f"{name}-queue-{queue.name}",

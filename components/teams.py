@@ -3,8 +3,9 @@
 The platform owns what is cluster-scoped or shared, so that no team can take more than it was given:
 - the namespace ``team-<name>``, at the job namespace's Pod Security levels, with a NetworkPolicy that admits
   traffic from its own pods only (the rendezvous etcd admits the team's namespace in turn: ``components/rendezvous``);
-- the Volcano queue ``team-<name>`` and a ResourceQuota, both at the team's share of the provisioned Neuron devices,
-  NeuronCores and EFA interfaces (the quota holds whichever queue a job names);
+- the Volcano queue ``team-<name>`` and a ResourceQuota, both at the team's share of each node group in whole nodes
+  times one node's Neuron devices, NeuronCores and EFA interfaces (``trainium_eks.shares``), so every node the team is
+  entitled to fits both on every resource (the quota holds whichever queue a job names);
 - an EKS access entry per member principal, in a Kubernetes group bound to a Role in the namespace alone;
 - admission policies that hold in every team namespace what RBAC cannot (``components/team_admission``): bindings
   to the team's group and own service accounts only, Volcano Jobs and PodGroups on the team's queue only, and pods
@@ -29,11 +30,11 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.kube import system_node_selector
-from components.scheduling import pod_security_labels, queue_capability
+from components.scheduling import pod_security_labels
 from components.storage import FsxVolume, static_claim
 from components.team_admission import TeamAdmission
-from trainium_eks import layout, versions
-from trainium_eks.config import QueueConfig, StorageConfig, TeamConfig
+from trainium_eks import layout, shares, versions
+from trainium_eks.config import StorageConfig, TeamConfig
 from trainium_eks.pod_security import restricted_container_security_context, root_pod_security_context
 
 PART_OF = {"app.kubernetes.io/part-of": "trainium-eks"}
@@ -58,16 +59,16 @@ MEMBER_RULES = (
 QUOTA_PREFIX = "requests."  # extended resources are quota'd by their requests only (Kubernetes docs, Resource Quotas)
 
 
-def team_quota(team: TeamConfig, capacity: Mapping[str, int]) -> dict[str, int]:
-    """The team's share of the provisioned capacity, rounded down: its queue's capability and its namespace's quota."""
-    return queue_capability(QueueConfig(team.queue, team.weight, team.neuron_share), capacity)
+def team_quota(team: TeamConfig, groups: Sequence[shares.GroupNodes]) -> dict[str, int]:
+    """The team's whole nodes of each group, in extended resources: its queue's capability and its namespace's quota."""
+    return shares.share_capability(team.neuron_share, groups)
 
 
 @dataclass(frozen=True)
 class TeamsArgs:
     teams: Sequence[TeamConfig]
     kubernetes_version: str
-    capacity: Mapping[str, int]  # the provisioned extended resources (scheduling.provisioned_capacity)
+    node_groups: Sequence[shares.GroupNodes]  # the Trainium node groups (shares.fleet)
     cluster_name: pulumi.Input[str]
     storage: StorageConfig
     file_system_id: pulumi.Input[str]
@@ -141,7 +142,7 @@ class Teams(pulumi.ComponentResource):
             opts=child,
         )
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
-        quota = team_quota(team, args.capacity)
+        quota = team_quota(team, args.node_groups)
         k8s.apiextensions.CustomResource(
             f"{name}-queue",
             api_version="scheduling.volcano.sh/v1beta1",

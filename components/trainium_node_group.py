@@ -33,6 +33,10 @@ KARPENTER_NODE_POOL_API = "karpenter.sh/v1"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+# Which kind of reservation a reserved node runs in: "default" (an ODCR) or "capacity-block" (karpenter-provider-aws
+# v1.14.1 designs/capacity-block-support.md, "API Updates"; the NodePool CRD's CEL rules allow it in requirements).
+CAPACITY_RESERVATION_TYPE_LABEL = "karpenter.k8s.aws/capacity-reservation-type"
+CAPACITY_BLOCK_RESERVATION_TYPE = "capacity-block"
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,9 @@ class TrainiumNodeGroupArgs:
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
     az_id: str  # the Trainium subnet's AZ ID
+    region: str
+    # layout.capacity_block_tag_value(cluster, group): the tag value of the Capacity Blocks an elastic group selects.
+    capacity_block_tag_value: str
     tags: Mapping[str, str]
     repair: NodeRepair | None  # EKS node auto repair; None: off
     depends_on: Sequence[pulumi.Resource] = ()
@@ -85,7 +92,19 @@ def node_labels(group: TrainiumNodeGroupConfig) -> dict[str, str]:
     return labels
 
 
-def node_pool_spec(group: TrainiumNodeGroupConfig, node_class: str, az_id: str) -> dict:
+def capacity_requirements(group: TrainiumNodeGroupConfig, region: str) -> list[dict]:
+    """Reserved capacity for a group in a reservation, on-demand otherwise; and, for a type the region sells in
+    Capacity Blocks only, a node in a block whatever else the node class might select."""
+    reserved = group.capacity_reservation is not None
+    requirements = [{"key": CAPACITY_TYPE_LABEL, "operator": "In", "values": ["reserved" if reserved else "on-demand"]}]
+    if group.spec.block_only(region):
+        requirements.append(
+            {"key": CAPACITY_RESERVATION_TYPE_LABEL, "operator": "In", "values": [CAPACITY_BLOCK_RESERVATION_TYPE]}
+        )
+    return requirements
+
+
+def node_pool_spec(group: TrainiumNodeGroupConfig, node_class: str, az_id: str, region: str) -> dict:
     """The Karpenter NodePool of an elastic group: its nodes, its ceiling, and when an idle node goes.
 
     ``limits.cpu`` is maxSize nodes' vCPUs: Karpenter launches no node that would pass a limit (Karpenter docs,
@@ -95,7 +114,6 @@ def node_pool_spec(group: TrainiumNodeGroupConfig, node_class: str, az_id: str) 
     voluntary disruption; ``expireAfter: Never`` because expiry is forceful and would drain a node mid-job
     (Karpenter docs, Disruption: "Expiration", "Pod-Level Controls").
     """
-    capacity_type = "reserved" if group.capacity_reservation else "on-demand"
     return {
         "template": {
             "metadata": {"labels": node_labels(group)},
@@ -104,7 +122,7 @@ def node_pool_spec(group: TrainiumNodeGroupConfig, node_class: str, az_id: str) 
                 "requirements": [
                     {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [group.instance_type]},
                     {"key": ZONE_ID_LABEL, "operator": "In", "values": [az_id]},
-                    {"key": CAPACITY_TYPE_LABEL, "operator": "In", "values": [capacity_type]},
+                    *capacity_requirements(group, region),
                 ],
                 "taints": [
                     {"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": layout.NEURON_TAINT_EFFECT_K8S}
@@ -171,6 +189,7 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
             ],
             placement_group_name=self.placement_group.name if self.placement_group else None,
             capacity_reservation=group.capacity_reservation,
+            capacity_block_tag_value=args.capacity_block_tag_value if group.elastic else None,
             instance_tags={"Name": f"{group.name}"},
             local_storage_raid0=group.spec.instance_store_gb > 0,
             fast_image_pull=versions.NODE_IMAGE_RELEASES[group.node_image.release].fast_image_pull,
@@ -239,7 +258,7 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
             api_version=KARPENTER_NODE_POOL_API,
             kind="NodePool",
             metadata={"name": group.name, "labels": {"app.kubernetes.io/part-of": "trainium-eks"}},
-            spec=node_pool_spec(group, group.name, args.az_id),
+            spec=node_pool_spec(group, group.name, args.az_id, args.region),
             opts=pulumi.ResourceOptions(parent=self, provider=elastic.provider, depends_on=[self.node_class]),
         )
 
@@ -253,7 +272,7 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
     def contract_entry(self) -> dict:
         """What a consumer of the platform needs to know about this node group (plain values)."""
         group = self.config
-        return {
+        entry = {
             "name": group.name,
             "instanceType": group.instance_type,
             "minSize": group.scaling.min_size,
@@ -266,3 +285,8 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
             "memoryGiBPerNode": group.spec.memory_gib,
             "nodeSelector": {layout.NODE_GROUP_LABEL: group.name},
         }
+        if self.template.capacity_block and self.template.capacity_block_tag_value:
+            entry["capacityBlockTag"] = {"key": layout.CAPACITY_BLOCK_GROUP_TAG, "value": self.template.capacity_block_tag_value}
+        if self.template.capacity_block and group.capacity_reservation.reservation_id:
+            entry["capacityBlockId"] = group.capacity_reservation.reservation_id
+        return entry

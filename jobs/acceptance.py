@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from jobs.bandwidth import LAUNCHER, NODE, collective_bandwidth, efa_bandwidth
-from jobs.capacity import LaunchError, node_count
+from jobs.capacity import LaunchError, admit, held_nodes, job_pods, job_usage, node_count
 from jobs.check_pods import (
     CHECK_UID,
     SHARED_VOLUME_OWNER,
@@ -45,6 +45,7 @@ from trainium_eks import layout
 from trainium_eks.cli import OneLineParser
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
+from trainium_eks.wording import counted
 
 
 def _on_trainium(contract: PlatformContract, group, container: dict, volumes: list | None = None) -> dict:
@@ -57,8 +58,8 @@ def _on_trainium(contract: PlatformContract, group, container: dict, volumes: li
 
 
 def _trainium_job(contract: PlatformContract, name: str, pods: int, pod_spec: dict, spread: bool, uid: int = CHECK_UID) -> dict:
-    """A batch Job of pods on Trainium nodes, placed by Volcano in the workspace's first queue (the one ``node_count``
-    sized it for): Volcano's podgroup controller gives the pods a PodGroup in the queue their annotation names, and a
+    """A batch Job of pods on Trainium nodes, placed by Volcano in the workspace's first queue (the one ``build``
+    admits it to): Volcano's podgroup controller gives the pods a PodGroup in the queue their annotation names, and a
     team's namespace admits a pod that tolerates the Trainium taint on Volcano only (components/team_admission.py)."""
     job = batch_job(contract, name, pods, {**pod_spec, "schedulerName": layout.VOLCANO_SCHEDULER}, spread, uid)
     job["spec"]["template"]["metadata"]["annotations"][layout.VOLCANO_QUEUE_ANNOTATION] = contract.queues[0]
@@ -67,14 +68,18 @@ def _trainium_job(contract: PlatformContract, name: str, pods: int, pod_spec: di
 
 def neuron_devices(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
     """On every node a managed group runs (default), or on ``nodes`` nodes; an elastic pool's come up for the check."""
-    count = node_count(contract, group, nodes, default=contract.node_ceiling(group))
-    container = {
-        "name": "neuron-ls",
-        "image": check_image(contract, group),
-        "command": ["neuron-ls"],
-        "resources": {"limits": {layout.NEURON_DEVICE_RESOURCE: str(group.neuron_devices_per_node)}},
-    }
-    return _trainium_job(contract, "neuron-devices", count, _on_trainium(contract, group, container), spread=True)
+
+    def on(count: int) -> dict:
+        container = {
+            "name": "neuron-ls",
+            "image": check_image(contract, group),
+            "command": ["neuron-ls"],
+            "resources": {"limits": {layout.NEURON_DEVICE_RESOURCE: str(group.neuron_devices_per_node)}},
+        }
+        return _trainium_job(contract, "neuron-devices", count, _on_trainium(contract, group, container), spread=True)
+
+    # as many nodes as the group holds and the workspace admits, each node's pod asking what the job's pods ask
+    return on(node_count(contract, group, nodes, job_usage(on(1)), default=contract.node_ceiling(group)))
 
 
 def efa_allreduce(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
@@ -85,13 +90,13 @@ def efa_allreduce(contract: PlatformContract, group: NodeGroup, nodes: int | Non
 def train_step(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
     """``training.smoke_step`` on one whole node (every NeuronCore a worker): the tiny BERT on a synthetic shard, so
     it needs no dataset; what it proves is the group's image, device, process group, compiler and checkpoint path."""
-    node_count(contract, group, 1)  # refuses a group that runs no node or a queue that admits none
+    held_nodes(contract, group, 1, 1)  # refuses a group that runs no node (``build`` one the workspace does not admit)
     # bf16 as a training job computes: the component passes --bf16 (and on XLA sets XLA_DOWNCAST_BF16)
     return torchrun_check(contract, group, "training.smoke_step", name="acceptance-train-step", nodes=1, bf16=True)
 
 
 def fsx_shared(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
-    available = node_count(contract, group, nodes, devices=False)  # its pods ask for no Neuron device
+    available = held_nodes(contract, group, nodes, contract.node_ceiling(group))
     directory = f"{contract.fsx_mount_path}/acceptance/fsx-shared"
     script = (
         f'set -eu; mkdir -p {directory}; echo "$HOSTNAME" > {directory}/$JOB_COMPLETION_INDEX; '
@@ -175,12 +180,15 @@ def check_group(contract: PlatformContract, name: str | None) -> NodeGroup:
 
 
 def build(contract: PlatformContract, group: NodeGroup, names: list[str], nodes: int | None) -> tuple[list, dict]:
-    """The jobs of the checks ``names``, and why each check that does not apply to ``group`` was skipped. A check asked
-    for alone that cannot run is an error; ``all`` skips it."""
+    """The jobs of the checks ``names``, and why each check that does not apply to ``group`` (or that the workspace's
+    quota or queue would refuse: ``capacity.admit``) was skipped. A check asked for alone that cannot run is an error;
+    ``all`` skips it."""
     jobs, skipped = [], {}
     for name in names:
         try:
-            jobs.append((name, CHECKS[name](contract, group, nodes)))
+            job = CHECKS[name](contract, group, nodes)
+            admit(contract, job, name, f"{counted(len(job_pods(job)), 'pod')} of acceptance-{name}")
+            jobs.append((name, job))
         except LaunchError as error:
             if len(names) == 1:
                 raise
@@ -199,7 +207,8 @@ def parser() -> OneLineParser:
         "--nodes",
         type=int,
         help="nodes neuron-devices checks (default: every node a managed group runs, or an elastic group's maxSize, "
-        "which Karpenter brings up for it); the EFA checks always take two nodes, fsx-shared two if the group holds two",
+        "which Karpenter brings up for it, as far as the workspace's quota and queue admit); the EFA checks always take "
+        "two nodes, fsx-shared two if the group holds two",
     )
     p.add_argument("--dryrun", action="store_true", help="print the jobs instead of submitting them")
     add_team_option(p)

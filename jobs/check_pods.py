@@ -5,7 +5,7 @@ Every check takes the stack's contract, the node group it checks and the nodes a
 
 from __future__ import annotations
 
-from jobs.capacity import LaunchError, queue_nodes
+from jobs.capacity import LaunchError
 from jobs.platform_job import DO_NOT_DISRUPT, group_software, request_devices, whole_node_job
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
@@ -101,14 +101,9 @@ def run_once(job: dict) -> dict:
 
 
 def two_efa_nodes(contract: PlatformContract, group: NodeGroup, check: str, floor: float | None = 1.0) -> None:
-    """Refuse a two-node EFA check on a group that cannot hold two EFA nodes (or whose type has no floor)."""
+    """Refuse a two-node EFA check on a group that cannot hold two EFA nodes (or whose type has no floor); whether the
+    workspace admits the two nodes' pods is ``acceptance.build``'s to check, on the job built."""
     ceiling = contract.node_ceiling(group)
-    admitted = queue_nodes(contract, group)
-    if admitted is not None and admitted < 2:
-        raise LaunchError(
-            f"{check}: needs two {group.instance_type} nodes, but queue {contract.queues[0]} admits {admitted}; "
-            "raise its (or the team's) neuronShare"
-        )
     if ceiling < 2 or not group.efa_interfaces_per_node or floor is None:
         held = f"up to {ceiling}" if contract.elastic(group) else str(ceiling)
         raise LaunchError(

@@ -1,10 +1,11 @@
 """Launch a training job on the platform, configured from a stack's outputs alone: BERT pretraining (or its Neuron
-precompile), or LLM pre-training with TorchTitan (``--workload torchtitan``, `jobs.torchtitan_job`, on trn2/trn3 groups).
+precompile), or LLM pre-training with TorchTitan (``--workload torchtitan``, on trn2/trn3 groups); ``jobs.bert_job``
+and ``jobs.torchtitan_job`` build them.
 
     python -m jobs.launch [--stack STACK | --outputs FILE] [--workload bert|torchtitan] [--nodes N]
                           [--workers-per-node N] [--node-group NAME] [--queue NAME] [--team NAME] [--image-tag TAG]
                           [--name NAME] [--precompile] [--no-bf16] [--step-seconds S] [--checkpoint-gib G]
-                          [--dryrun] [--json] [--api-tunnel PORT] [-- TRAINING ARGS...]
+                          [--capacity-blocks FILE] [--dryrun] [--json] [--api-tunnel PORT] [-- TRAINING ARGS...]
 
 With ``--team NAME`` the job runs in that team's workspace: its namespace, queue and volume. The queue, etcd
 endpoint, FSx claim and paths, the node group's training image (its generation's; ``--image-tag`` replaces the tag
@@ -20,119 +21,116 @@ default. Where no source gives the step's time, the period leaves it out and say
 where none gives the checkpoint's size, the launcher asks for it (``--checkpoint-gib``). On a group whose nodes run in a
 Capacity Block, a drain has ten minutes before EC2 reclaims the node (``jobs.grace_period``): a job whose grace period
 is longer is refused, with the file system throughput (``fsxThroughputMBps``) and the step time that would fit; with
-the step not known, the other terms must fit and the launcher says how long the step may take. Exit status: 0
-submitted (or printed), 2 bad input (one line on stderr).
+the step not known, the other terms must fit and the launcher says how long the step may take.
+
+On such a group the launcher also reads the group's active Capacity Blocks (`jobs.capacity_blocks`: from EC2 through
+the AWS CLI, or ``--capacity-blocks FILE``, that command's saved output; a ``--dryrun`` without the file reads none and
+says so), prints how long a job can run before the last of them ends, annotates the job with it, and refuses a job
+that cannot write its first checkpoint by then. Exit status: 0 submitted (or printed), 2 bad input (one line on stderr).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path, PurePosixPath
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 
 import yaml
 
 from jobs.api_tunnel import port
+from jobs.bert_job import bert_first_checkpoint_steps, bert_grace_period, volcano_job
 from jobs.capacity import LaunchError, choose_node_group
-from jobs.compile_cache import compile_cache
-from jobs.grace_period import KUBERNETES_DEFAULT_GRACE_SECONDS, GracePeriod, job_grace_period
+from jobs.capacity_blocks import FirstCheckpoint, describe_from_ec2, in_capacity_block, read_blocks_file, time_in_blocks
+from jobs.grace_period import KUBERNETES_DEFAULT_GRACE_SECONDS, GracePeriod
 from jobs.kube_api import submit
 from jobs.outputs import add_team_option, read_contract, report_bad_input, workspace
-from jobs.paths import run_directory
 from jobs.platform_job import (
     COMPILE_CACHE_ANNOTATION,
     COMPILE_CACHE_INPUTS,
     GRACE_PERIOD_ANNOTATION,
     JobRequest,
-    placement,
-    whole_node_job,
     with_grace_period,
 )
-from jobs.torchtitan_job import titan_grace_period, titan_job
-from training import options
-from trainium_eks import catalog
-from trainium_eks.cli import OneLineParser, UsageError, description
+from jobs.torchtitan_job import titan_first_checkpoint_steps, titan_grace_period, titan_job
+from trainium_eks.cli import OneLineParser, description
 from trainium_eks.contract import PlatformContract
-from trainium_eks.contract_entries import NodeGroup
-
-DATASET = "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
-PRECOMPILE_STEPS = 10  # a few steps trace every graph
-# The training module's options that name directories on the shared volume, which every pod mounts.
-VOLUME_OPTIONS = ("data_dir", "output_dir", "tensorboard_dir")
 
 
-def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
-    """The Volcano Job for ``request``, validated against the platform's capacity."""
-    placed = placement(contract, request)
-    chosen = training_options(contract, request)
-    cache = compile_cache(
-        chosen,
-        bf16=request.bf16,
-        world_size=placed.world_size,
-        instance_type=placed.group.instance_type,
-        training_stack=placed.software.training_stack,
-        image_tag=placed.image.rpartition(":")[2],
-    )
-    job = whole_node_job(
-        contract,
-        placed.group,
-        *options.command_line(chosen),
-        name=request.name,
-        queue=placed.queue,
-        image=placed.image,
-        backend=placed.software.backend,
-        nnodes=placed.nodes,
-        nproc_per_node=placed.workers,
-        cache_set=cache.name,
-        bf16=request.bf16,
-        precompile=request.precompile,
-    )
-    # Which cache, and why: `kubectl describe vcjob` shows it as the launcher prints it.
-    job["metadata"].setdefault("annotations", {}).update(
-        {COMPILE_CACHE_ANNOTATION: f"{contract.neuron_compile_cache_path}/{cache.name}", COMPILE_CACHE_INPUTS: cache.describe()}
-    )
-    return job
+@dataclass(frozen=True)
+class Workload:
+    """What the launcher needs of a workload: its Volcano Job, its pods' grace period, the steps before a new run's
+    first checkpoint, the training options after -- that bring that checkpoint sooner (its interval, its steps), and
+    its job's default name."""
+
+    job: Callable[[PlatformContract, JobRequest], dict]
+    grace_period: Callable[[PlatformContract, JobRequest, float], GracePeriod]
+    first_checkpoint_steps: Callable[[PlatformContract, JobRequest], int]
+    checkpoint_options: tuple[str, str]
+    default_name: str
 
 
-def bert_grace_period(contract: PlatformContract, request: JobRequest, throughput_mb_s: float) -> GracePeriod:
-    """The pods' grace period of ``request``'s BERT job: the checkpoint of the model it trains, and a step at the
-    sourced rate of that model on the group's instance type, or ``--step-seconds``."""
-    chosen = training_options(contract, request)
-    group = choose_node_group(contract, request.node_group)
-    model = chosen.get("model", options.parser().get_default("model"))
-    return job_grace_period(
-        model, group.instance_type, chosen["batch_size"], chosen["grad_accum_steps"], throughput_mb_s, request.step_seconds
-    )
-
-
-WORKLOADS = {"bert": (volcano_job, bert_grace_period), "torchtitan": (titan_job, titan_grace_period)}
-DEFAULT_NAMES = {"bert": "berttrain", "torchtitan": "qwen3train"}
+WORKLOADS = {
+    "bert": Workload(
+        volcano_job, bert_grace_period, bert_first_checkpoint_steps, ("--checkpoint-every", "--steps-this-run"), "berttrain"
+    ),
+    "torchtitan": Workload(
+        titan_job,
+        titan_grace_period,
+        titan_first_checkpoint_steps,
+        ("--checkpoint.interval", "--training.steps"),
+        "qwen3train",
+    ),
+}
 # Whether a drain of the job's pods fits a Capacity Block's window, on a group whose nodes run in one.
 CAPACITY_BLOCK_ANNOTATION = "trainium-eks/capacity-block-drain"
+# When the group's last active Capacity Block ends and how long the job can run until then.
+CAPACITY_BLOCK_END_ANNOTATION = "trainium-eks/capacity-block-end"
 
 
-def in_capacity_block(contract: PlatformContract, group: NodeGroup) -> bool:
-    """Whether ``group``'s nodes run in a Capacity Block, as far as the contract tells: a type its region sells in
-    Capacity Blocks only (``catalog``: trn2.48xlarge in us-east-2) does, since the stack refuses it any other way
-    (``trainium_eks/config/node_groups.py``); which reservation another group targets is not in the contract."""
-    spec = catalog.INSTANCE_TYPES.get(group.instance_type)
-    return spec is not None and spec.block_only(contract.region)
+def capacity_block_end(contract: PlatformContract, request: JobRequest, args, now: datetime) -> str | None:
+    """How long ``request``'s job can run in its group's active Capacity Blocks (``jobs.capacity_blocks``), read from
+    ``--capacity-blocks`` or EC2, in words; refused in one line where it cannot reach its first checkpoint before
+    they end. None where the group runs in no block; a note where a ``--dryrun`` has no file to read them from."""
+    group = choose_node_group(contract, request.node_group)
+    if not in_capacity_block(contract, group):
+        if args.capacity_blocks is not None:
+            raise LaunchError(f"--capacity-blocks: node group {group.name} runs in no Capacity Block; drop the option")
+        return None
+    if group.capacity_block_tag is None and group.capacity_block_id is None:
+        return "not read (the platform publishes no capacityBlockTag or capacityBlockId for the group: upgrade it)"
+    if args.dryrun and args.capacity_blocks is None:
+        return "not read (--dryrun reads no blocks from EC2; pass --capacity-blocks FILE)"
+    workload, throughput = WORKLOADS[args.workload], contract.fsx_throughput_mbps
+    grace = workload.grace_period(contract, request, throughput) if throughput is not None else None
+    first = FirstCheckpoint.of(
+        contract.elastic(group),
+        workload.first_checkpoint_steps(contract, request),
+        request.step_seconds if grace is None else grace.step_seconds,
+        None if grace is None else grace.write_seconds,
+        workload.checkpoint_options,
+    )
+    if args.capacity_blocks is not None:
+        blocks = read_blocks_file(args.capacity_blocks)
+    else:
+        blocks = describe_from_ec2(contract.region, group)
+    return time_in_blocks(blocks, group, first, now)
 
 
 def launched_job(contract: PlatformContract, request: JobRequest, workload: str = "bert") -> dict:
     """The Volcano Job of ``workload`` for ``request``, its pods given the grace period a drain needs, refused where
     its nodes run in a Capacity Block and that drain does not fit the block's window; on a platform older than contract
     1.6.0, which publishes no file system throughput, Kubernetes' default, and the annotation says why."""
-    build, grace_period = WORKLOADS[workload]
-    job = build(contract, request)
+    job = WORKLOADS[workload].job(contract, request)
     if contract.fsx_throughput_mbps is None:
         job["metadata"]["annotations"][GRACE_PERIOD_ANNOTATION] = (
             f"Kubernetes' default {KUBERNETES_DEFAULT_GRACE_SECONDS} s: contract {contract.version} publishes no "
             "fsxThroughputMBps to size a drain's checkpoint write by; upgrade the platform stack"
         )
         return job
-    grace = grace_period(contract, request, contract.fsx_throughput_mbps)
+    grace = WORKLOADS[workload].grace_period(contract, request, contract.fsx_throughput_mbps)
     too_long = grace.beyond_bound()
     if too_long:
         raise LaunchError(f"fsxThroughputMBps or --step-seconds: {too_long}; check the outputs' throughput and the step")
@@ -142,49 +140,6 @@ def launched_job(contract: PlatformContract, request: JobRequest, workload: str 
             raise LaunchError(f"--node-group {group.name}: {grace.capacity_block_verdict()}")
         job["metadata"]["annotations"][CAPACITY_BLOCK_ANNOTATION] = grace.capacity_block_verdict()
     return with_grace_period(job, grace)
-
-
-def training_options(contract: PlatformContract, request: JobRequest) -> dict[str, Any]:
-    """The training module's options the job passes, by name: the launcher's own (its dataset, checkpoint and
-    TensorBoard directories on the shared volume, the tutorial's micro-batch and accumulation, a few steps for a
-    precompile), each replaced by the option of the same name given after `--`, and the other options given."""
-    try:
-        given = options.given(request.training_args)
-    except UsageError as error:
-        raise LaunchError(f"after --: {error}") from None
-    if "bf16" in given:
-        raise LaunchError("--bf16 after --: the launcher passes it itself (bf16 is its default); --no-bf16 turns it off")
-    group = choose_node_group(contract, request.node_group)
-    backend = contract.software(group).backend
-    if given.get("device", "auto") not in ("auto", backend):
-        raise LaunchError(
-            f"--device {given['device']} after --: node group {group.name}'s image trains on the {backend} backend; "
-            f"drop it (auto takes the image's) or pass --device {backend}"
-        )
-    chosen = {
-        "data_dir": f"{contract.datasets_path}/{DATASET}",
-        # The run's own: another node group's run of the same name never resumes from these checkpoints.
-        "output_dir": run_directory(contract, request.name, group),
-        "tensorboard_dir": f"{contract.tensorboard_log_path}/{request.name}",
-        "batch_size": 16,
-        "grad_accum_steps": 32,
-        **({"steps_this_run": PRECOMPILE_STEPS} if request.precompile else {}),
-        **given,
-    }
-    for name in VOLUME_OPTIONS:
-        on_shared_volume(contract, name, chosen[name])
-    return chosen
-
-
-def on_shared_volume(contract: PlatformContract, name: str, value: Any) -> None:
-    """Refuse a directory given after `--` that is not on the shared volume: a pod's own disk goes with the pod."""
-    path, mount = PurePosixPath(str(value)), PurePosixPath(contract.fsx_mount_path)
-    if ".." in path.parts or not path.is_relative_to(mount):
-        flag = "--" + name.replace("_", "-")
-        raise LaunchError(
-            f"{flag} {value} after --: not on the shared volume; give a path under {mount}, where every pod mounts it "
-            "(what a pod writes elsewhere is lost when it restarts)"
-        )
 
 
 def add_api_tunnel_option(p: OneLineParser) -> None:
@@ -202,7 +157,10 @@ def parser() -> OneLineParser:
     source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
     source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
     p.add_argument(
-        "--nodes", type=int, help="Trainium nodes (default: 2, or what the group holds if fewer: desiredSize; maxSize if elastic)"
+        "--nodes",
+        type=int,
+        help="Trainium nodes (default: 2, or fewer if the group holds fewer, desiredSize or an elastic group's maxSize, or "
+        "the workspace's quota and queue admit fewer)",
     )
     p.add_argument("--workers-per-node", type=int, help="workers per node (default: one per NeuronCore)")
     p.add_argument("--node-group", help="node group name (default: the first)")
@@ -233,6 +191,12 @@ def parser() -> OneLineParser:
     p.add_argument(
         "--checkpoint-gib", type=float, help="one checkpoint's size in GiB, for the grace period where no source gives it"
     )
+    p.add_argument(
+        "--capacity-blocks",
+        type=Path,
+        metavar="FILE",
+        help="the group's Capacity Blocks from this saved `aws ec2 describe-capacity-reservations` JSON output, not EC2",
+    )
     p.add_argument("--dryrun", action="store_true", help="print the Volcano Job instead of submitting it")
     add_api_tunnel_option(p)
     p.add_argument("--json", action="store_true", help="print JSON (with --dryrun: the Volcano Job)")
@@ -240,9 +204,11 @@ def parser() -> OneLineParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
+    """The command; ``now`` stands in for the clock (tests only), against which a Capacity Block's end is read."""
+
     def run(args) -> None:
-        default_name = "bertcompile" if args.precompile and args.workload == "bert" else DEFAULT_NAMES[args.workload]
+        default_name = "bertcompile" if args.precompile and args.workload == "bert" else WORKLOADS[args.workload].default_name
         request = JobRequest.from_options(
             name=args.name if args.name is not None else default_name,
             nodes=args.nodes,
@@ -259,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         contract = workspace(read_contract(args.stack, args.outputs), args.team)
         job = launched_job(contract, request, args.workload)
         annotations = job["metadata"]["annotations"]
+        block_end = capacity_block_end(contract, request, args, now or datetime.now(UTC))
+        if block_end:
+            annotations[CAPACITY_BLOCK_END_ANNOTATION] = block_end
         print(
             f"compile cache {annotations[COMPILE_CACHE_ANNOTATION]} ({annotations[COMPILE_CACHE_INPUTS]}); "
             f"termination grace period {annotations[GRACE_PERIOD_ANNOTATION]}",
@@ -266,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if CAPACITY_BLOCK_ANNOTATION in annotations:
             print(f"Capacity Block: {annotations[CAPACITY_BLOCK_ANNOTATION]}", file=sys.stderr)
+        if block_end:
+            print(f"Capacity Block end: {block_end}", file=sys.stderr)
         if args.dryrun:
             print(json.dumps(job, indent=2, sort_keys=True) if args.json else yaml.safe_dump(job, sort_keys=False))
         else:

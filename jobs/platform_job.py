@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictStr, Strin
 from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
 from jobs import training_security
-from jobs.capacity import LaunchError, choose_node_group, node_count, whole_node_share
+from jobs.capacity import LaunchError, choose_node_group, job_usage, node_count, whole_node_share
 from jobs.components import BACKENDS, JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
 from jobs.grace_period import MAX_GRACE_SECONDS, GracePeriod
 from trainium_eks import layout
@@ -130,10 +130,18 @@ def placement(contract: PlatformContract, request: JobRequest) -> Placement:
     queue = request.queue or contract.queues[0]
     if queue not in contract.queues:
         raise LaunchError(f"--queue {queue}: no such Volcano queue; the stack has {', '.join(contract.queues)}")
-    nodes = node_count(contract, group, request.nodes, queue=queue)
     software = group_software(contract, group, precompile=request.precompile)
     image = software.training_image if request.image_tag is None else f"{contract.ecr_repository_url}:{request.image_tag}"
+    per_node = whole_node_usage(contract, group, queue=queue, image=image, backend=software.backend, workers=workers)
+    nodes = node_count(contract, group, request.nodes, per_node, queue=queue)
     return Placement(group, software, workers, queue, nodes, image)
+
+
+def whole_node_usage(contract: PlatformContract, group: NodeGroup, *, queue: str, image: str, backend: str, workers: int) -> dict:
+    """What the pods of one node of a ``whole_node_job`` ask for (``capacity.job_usage``), from the job itself: the
+    launcher sizes its jobs by it, so the count cannot drift from the pods it builds."""
+    sizing = {"name": "sizing", "queue": queue, "image": image, "backend": backend, "cache_set": "sizing"}
+    return job_usage(whole_node_job(contract, group, nnodes=1, nproc_per_node=workers, **sizing))
 
 
 def group_software(contract: PlatformContract, group: NodeGroup, *, precompile: bool = False) -> NodeGroupSoftware:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from jobs.launch import DATASET, volcano_job
+from jobs.bert_job import DATASET, volcano_job
 from jobs.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, stage_dataset
 from jobs.platform_job import JobRequest
 from jobs.rehearsal_report import CHECKPOINT_EVERY, RehearsalRequest, checkpoints

@@ -251,6 +251,14 @@ def titan_job(contract: PlatformContract, request: JobRequest, recipe: TitanReci
     return job
 
 
+def titan_first_checkpoint_steps(contract: PlatformContract, request: JobRequest) -> int:
+    """The steps a new TorchTitan run trains before its first checkpoint: its interval, or its last step if that comes
+    first (TorchTitan 0.3.0 components/checkpointer/dcp.py: ``last_step`` "forces a save")."""
+    group = choose_node_group(contract, request.node_group)
+    config = parse_titan_options(titan_options(contract, request, recipe_of(group), group))
+    return min(config.checkpoint.interval, config.training.steps)
+
+
 def titan_grace_period(contract: PlatformContract, request: JobRequest, throughput_mb_s: float) -> GracePeriod:
     """The pods' grace period of ``request``'s TorchTitan job (``jobs.grace_period``): its checkpoint from
     ``--checkpoint-gib`` or the recipe's sourced model, its step from ``--step-seconds`` (no source gives one: left

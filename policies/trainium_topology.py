@@ -132,6 +132,12 @@ TRAINIUM_TOPOLOGY = Pack(
             Severity.HIGH,
             teams.team_quotas_within_capacity,
         ),
+        stack_policy(
+            "team-quotas-hold-a-node",
+            "Each team's quota and queue hold one whole node of every Trainium group on every Neuron and EFA resource.",
+            Severity.HIGH,
+            teams.team_quotas_hold_a_node,
+        ),
         resource_policy(
             "etcd-pinned-with-v2-api",
             "etcd for rendezvous is a pinned 3.5 release with the v2 API on.",

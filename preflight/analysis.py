@@ -1,11 +1,13 @@
 """What a reviewer asks of a plan besides its resources: each Trainium group's nodes (``preflight.node_facts``), the
-drains of its default jobs where it runs in a Capacity Block (``preflight.drain_windows``), the cost estimate, the
-deployment's critical path and the time from `pulumi up` to a first training step."""
+drains of its default jobs where it runs in a Capacity Block (``preflight.drain_windows``), each team's largest job
+(``preflight.team_jobs``), the cost estimate, the deployment's critical path and the time from `pulumi up` to a first
+training step."""
 
 from __future__ import annotations
 
 from preflight.drain_windows import capacity_block_drains, drain_lines
 from preflight.node_facts import node_lines, trainium_nodes
+from preflight.team_jobs import largest_team_jobs, team_job_lines
 from trainium_eks import catalog, cost, deployment, first_step, system_fit, tokens
 from trainium_eks.graph import Graph
 from trainium_eks.wording import counted
@@ -22,9 +24,9 @@ def region_of(plan: dict) -> str:
 
 
 def annotate(plan: dict, image_gib: float | None = None) -> dict:
-    """The plan with ``capacityBlockDrains``, ``cost``, ``deployment``, ``firstStep``, ``systemFit`` and
-    ``trainiumNodes`` added (as ``plan --json`` and ``check --json`` print them); ``image_gib`` is the training image's
-    size, when known."""
+    """The plan with ``capacityBlockDrains``, ``cost``, ``deployment``, ``firstStep``, ``systemFit``, ``teamJobs``
+    and ``trainiumNodes`` added (as ``plan --json`` and ``check --json`` print them); ``image_gib`` is the training
+    image's size, when known."""
     graph = Graph.from_records(plan["resources"])
     schedule = deployment.Schedule(graph).to_json()
     fit = system_fit.system_fit(graph)
@@ -35,6 +37,7 @@ def annotate(plan: dict, image_gib: float | None = None) -> dict:
         "deployment": schedule,
         "firstStep": [s.to_json() for s in first_step.estimate(graph, schedule["criticalPathMinutes"], image_gib)],
         "systemFit": None if fit is None else fit.to_json(),
+        "teamJobs": largest_team_jobs(plan["outputs"]),
         "trainiumNodes": trainium_nodes(graph),
     }
 
@@ -90,7 +93,8 @@ def summary(plan: dict) -> str:
     """The human-readable lines for an annotated plan."""
     names = {r["urn"]: f"{r['type'].rsplit(':', 1)[-1]} {r['name']}" for r in plan["resources"]}
     schedule = plan["deployment"]
-    lines = [*node_lines(plan["trainiumNodes"]), *drain_lines(plan["capacityBlockDrains"]), *cost_lines(plan["cost"], names)]
+    lines = [*node_lines(plan["trainiumNodes"]), *drain_lines(plan["capacityBlockDrains"]), *team_job_lines(plan["teamJobs"])]
+    lines += cost_lines(plan["cost"], names)
     lines.append(f"Estimated `pulumi up` of a new stack: {schedule['criticalPathMinutes']:.1f} min; critical path:")
     lines += [f"    {s['startMinute']:5.1f} -> {s['finishMinute']:5.1f} min  {names[s['urn']]}" for s in schedule["steps"]]
     for wait in schedule["orderingOnlyWaits"]:

@@ -2,7 +2,7 @@
 
     python -m preflight plan STACK [--stack-file PATH] [--preview] [--json] [--image-gib N]
     python -m preflight check STACK... | --all [--stack-file PATH] [--graph FILE] [--preview] [--json]
-    python -m preflight diff STACK --against PATH|REF [--stack-file PATH] [--json]
+    python -m preflight diff STACK --against PATH|REF [--stack-file PATH] [--format text|json|markdown | --json]
     python -m preflight destroy STACK [--stack-file PATH] [--json]
 
 Exit status: 0 success (``check``: no mandatory violation), 1 ``check`` found a mandatory violation,
@@ -20,11 +20,25 @@ from typing import Annotated
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from preflight import analysis, baseline, batch, check, destroy, diff, engine, impact_report, planfile, render, stackfile
+from preflight import (
+    analysis,
+    baseline,
+    batch,
+    check,
+    destroy,
+    diff,
+    engine,
+    impact_report,
+    planfile,
+    pr_markdown,
+    render,
+    stackfile,
+)
 from trainium_eks import catalog
 from trainium_eks.cli import OneLineParser, UsageError, one_line
 
 DATA_LOSS, REFUSED = 3, 4  # diff's exit statuses after a DATA LOSS or REFUSED BY EKS line (README, "Reviewing a change")
+DIFF_FORMATS = ("text", "json", "markdown")  # diff's exit status is the same in each
 
 
 # The training image is pulled onto a Trainium node's instance store (trainium_eks/nodeadm.py): no image larger than
@@ -79,9 +93,19 @@ def parser() -> argparse.ArgumentParser:
         help="the baseline: a stack settings file, or a git ref (the program and stack file as committed)",
     )
     change.add_argument("--stack-file", type=Path, help="compare this settings file, evaluated as STACK, to the baseline")
-    change.add_argument(
+    formats = change.add_mutually_exclusive_group()
+    formats.add_argument(
+        "--format",
+        choices=DIFF_FORMATS,
+        default="text",
+        help="text (the default); json: as --json; markdown: a pull-request comment, with the policy violations of the "
+        "new plan, the cost and deploy time before and after, and a Mermaid graph of the change",
+    )
+    formats.add_argument(
         "--json",
-        action="store_true",
+        action="store_const",
+        const="json",
+        dest="format",
         help='print {"added", "removed", "changed", "losses", "refused", "drifts", "nodeImages", "cost"} as JSON',
     )
 
@@ -144,6 +168,7 @@ def run_diff(args: argparse.Namespace) -> int:
     if baseline_settings is None:
         baseline.check_ref(args.against)
     proposed = stackfile.load(args.stack, args.stack_file)
+    policy_config = check.load_policy_config(args.stack) if args.format == "markdown" else None
     # annotated with the cost estimate, as `plan --json` prints them (and plan_at_ref reads them)
     current = analysis.annotate(engine.evaluate(proposed).to_json())
     if baseline_settings is None:
@@ -151,8 +176,11 @@ def run_diff(args: argparse.Namespace) -> int:
     else:
         before = analysis.annotate(engine.evaluate(baseline_settings).to_json())
     impact = diff.compare(before, current)
-    if args.json:
+    if args.format == "json":
         print(json.dumps(impact.to_json(), indent=2, sort_keys=True))
+    elif args.format == "markdown":
+        findings = check.check_plan(current, policy_config, f"policies/config/{args.stack}.json")
+        print(pr_markdown.report(args.stack, args.against, impact, current, before, findings), end="")
     else:
         print(impact_report.impact(args.stack, args.against, impact, current, before))
     return DATA_LOSS if impact.losses else REFUSED if impact.refused else 0

@@ -7,7 +7,7 @@ against the ten minutes such a node gets between Karpenter's drain and EC2's rec
 
 from __future__ import annotations
 
-from jobs import launch, torchtitan_job
+from jobs import capacity_blocks, launch, torchtitan_job
 from jobs.grace_period import CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS, GracePeriod
 from jobs.platform_job import JobRequest
 from training import options
@@ -28,9 +28,8 @@ def _recipes(instance_type: str) -> dict[str, str]:
 
 
 def _drain(contract: PlatformContract, group: str, workload: str, recipe: str) -> dict:
-    request = JobRequest(name=launch.DEFAULT_NAMES[workload], node_group=group)
-    _, grace_period = launch.WORKLOADS[workload]
-    grace = grace_period(contract, request, contract.fsx_throughput_mbps)
+    request = JobRequest(name=launch.WORKLOADS[workload].default_name, node_group=group)
+    grace = launch.WORKLOADS[workload].grace_period(contract, request, contract.fsx_throughput_mbps)
     return {
         "workload": workload,
         "recipe": recipe,
@@ -46,7 +45,7 @@ def _drain(contract: PlatformContract, group: str, workload: str, recipe: str) -
 
 def capacity_block_drains(graph: Graph, outputs: dict) -> dict:
     """Each Capacity Block group's default jobs' drains against the block's window; ``launcherChecks``: whether
-    ``jobs.launch`` knows the group runs in a block (``launch.in_capacity_block``) and so refuses a drain too long."""
+    ``jobs.launch`` knows the group runs in a block (``capacity_blocks.in_capacity_block``) and so refuses a drain too long."""
     names = [group.name for group in trainium_groups(graph) if group.in_capacity_block()]
     drains = {"windowSeconds": CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS, "groups": [], "notKnown": None}
     if not names:
@@ -61,7 +60,7 @@ def capacity_block_drains(graph: Graph, outputs: dict) -> dict:
                 {
                     "group": group.name,
                     "instanceType": group.instance_type,
-                    "launcherChecks": launch.in_capacity_block(contract, group),
+                    "launcherChecks": capacity_blocks.in_capacity_block(contract, group),
                     "drains": [
                         _drain(contract, group.name, workload, recipe)
                         for workload, recipe in _recipes(group.instance_type).items()

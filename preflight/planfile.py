@@ -1,8 +1,8 @@
 """A saved plan (what `preflight plan --json` writes), read at the edge for `preflight check --graph FILE`.
 
 The file is parsed once into frozen models that state every field's type, exactly the shape ``plan --json``
-prints: the engine's plan (``engine.Plan.to_json``) with the ``cost``, ``deployment``, ``firstStep``, ``systemFit``
-and ``trainiumNodes`` annotations (``preflight.analysis``, ``preflight.node_facts``), which may be left out.
+prints: the engine's plan (``engine.Plan.to_json``) with the ``cost``, ``deployment``, ``firstStep``, ``systemFit``,
+``teamJobs`` and ``trainiumNodes`` annotations (``preflight.analysis``, ``preflight.node_facts``), which may be left out.
 Anything else is refused with one line ``<file>: <json path>: <problem>; <fix>``.
 """
 
@@ -238,6 +238,29 @@ class CapacityBlockDrains(_Record):
     not_known: str | None = Field(alias="notKnown")
 
 
+class TeamGroupJob(_Record):
+    group: str
+    instance_type: str = Field(alias="instanceType")
+    nodes: int
+    workers: int
+    limited_by: str | None = Field(alias="limitedBy")
+    resource: str | None
+    per_node: float | None = Field(alias="perNode")
+    admitted: float | None
+
+
+class TeamJobs(_Record):
+    team: str
+    groups: tuple[TeamGroupJob, ...]
+
+
+class LargestTeamJobs(_Record):
+    """``preflight.team_jobs.largest_team_jobs``."""
+
+    teams: tuple[TeamJobs, ...]
+    not_known: str | None = Field(alias="notKnown")
+
+
 class PlanFile(_Record):
     project: str
     # The stack names the policy config file to read, so it must not name a path.
@@ -251,6 +274,7 @@ class PlanFile(_Record):
     first_step: tuple[FirstStep, ...] | None = Field(default=None, alias="firstStep")
     system_fit: SystemFit | None = Field(default=None, alias="systemFit")
     trainium_nodes: TrainiumNodes | None = Field(default=None, alias="trainiumNodes")
+    team_jobs: LargestTeamJobs | None = Field(default=None, alias="teamJobs")
 
     @field_validator("resources")
     @classmethod
@@ -267,7 +291,7 @@ class PlanFile(_Record):
         return self.model_dump(
             mode="json",
             by_alias=True,
-            exclude={"capacity_block_drains", "cost", "deployment", "first_step", "system_fit", "trainium_nodes"},
+            exclude={"capacity_block_drains", "cost", "deployment", "first_step", "system_fit", "trainium_nodes", "team_jobs"},
         )
 
 

@@ -1,6 +1,7 @@
 """The mutation cases of the teams' workspaces: a team namespace without Pod Security, a grant to a team's principal
 beyond its namespace, a team Role that could loosen the team's bounds, a team volume at the file system's root, through
-another team's directory or open to any claim, and quotas above the capacity the node groups provide.
+another team's directory or open to any claim, quotas above the capacity the node groups provide, and a quota or queue
+too small for one node of a group.
 
 The cases declare their own team (``OVERRIDES``), so that the shipped stacks' teams do not matter.
 ``tests/test_policies.py`` merges them with the other tables.
@@ -14,6 +15,8 @@ from collections.abc import Callable
 from mutation_case import Case, edit, resource, without
 
 from trainium_eks import layout, tokens
+from trainium_eks.graph import Graph
+from trainium_eks.trainium_groups import trainium_groups
 
 STACK = "staging"
 TEAM, OTHER = "alpha", "beta"  # OTHER is any other team's name: the stack need not declare it
@@ -22,6 +25,7 @@ NAMESPACE_RESOURCE = f"teams-{TEAM}-namespace"
 MEMBERS = f"teams-{TEAM}-members"
 VOLUME = f"teams-{TEAM}-fsx"
 QUOTA = f"teams-{TEAM}-quota"
+TEAM_QUEUE = f"teams-{TEAM}-queue"
 
 
 def team_case(case_id: str, mutate: Callable[[dict], object], words: tuple[str, ...], blames: str, count: int = 1) -> Case:
@@ -96,6 +100,17 @@ def _quota_above_capacity(plan: dict) -> None:
     hard = resource(plan, tokens.K8S_RESOURCE_QUOTA, QUOTA)["inputs"]["spec"]["hard"]
     key = f"requests.{layout.NEURON_DEVICE_RESOURCE}"
     hard[key] = str(int(float(hard[key])) + 1)
+
+
+def _one_efa_interface_short(type_: str, name: str, *path: str, written: Callable[[int], object]) -> Callable[[dict], None]:
+    """The team's quota or queue set to one EFA interface fewer than one node of the plan's Trainium group advertises
+    (its instance type's, from the catalog), ``written`` as the object spells it."""
+
+    def mutate(plan: dict) -> None:
+        (group,) = trainium_groups(Graph.from_records(plan["resources"]))
+        edit(type_, name, *path, to=written(group.spec.max_efa_interfaces - 1))(plan)
+
+    return mutate
 
 
 def _mount_name(path: str) -> Callable[[dict], None]:
@@ -234,6 +249,22 @@ TEAM_CASES: dict[str, list[Case]] = {
             without(lambda r: r["type"] == tokens.K8S_RESOURCE_QUOTA and QUOTA in r["name"]),
             ("has no ResourceQuota",),
             tokens.K8S_NAMESPACE,
+        ),
+    ],
+    "team-quotas-hold-a-node": [
+        team_case(
+            "quota-below-one-node",
+            _one_efa_interface_short(
+                tokens.K8S_RESOURCE_QUOTA, QUOTA, "spec", "hard", f"requests.{layout.EFA_RESOURCE}", written=str
+            ),
+            (f"of team {TEAM}", layout.EFA_RESOURCE, "neuronShare"),
+            tokens.K8S_RESOURCE_QUOTA,
+        ),
+        team_case(
+            "queue-below-one-node",
+            _one_efa_interface_short(tokens.VOLCANO_QUEUE, TEAM_QUEUE, "spec", "capability", layout.EFA_RESOURCE, written=float),
+            (f"of team {TEAM}", layout.EFA_RESOURCE, "neuronShare"),
+            tokens.VOLCANO_QUEUE,
         ),
     ],
 }

@@ -21,7 +21,7 @@ from job_outputs import (
     stack_outputs,
 )
 
-from jobs import acceptance, launch, platform_job
+from jobs import acceptance, bert_job, launch, platform_job
 from jobs.capacity import LaunchError
 from jobs.components import AGENT_COMMAND, BACKENDS
 from trainium_eks import acceptance_floors, catalog, hardware, layout, versions
@@ -186,7 +186,7 @@ def test_a_check_runs_once_and_a_failure_ends_its_job():
         if name not in volcano:
             assert job["spec"]["backoffLimit"] == 0 and job["spec"]["template"]["spec"]["restartPolicy"] == "Never", name
     # The training job keeps its restarts.
-    training = launch.volcano_job(contract, launch.JobRequest(name="berttrain"))
+    training = bert_job.volcano_job(contract, launch.JobRequest(name="berttrain"))
     assert training["spec"]["maxRetry"] == platform_job.JOB_RESTARTS
     assert "RestartJob" in {policy["action"] for policy in training["spec"]["policies"]}
     assert_valid_policies(training["spec"]["policies"])

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from support import STACKS, cached_plan, evaluate, kubernetes_objects, manifest
 
-from jobs import launch, training_security
+from jobs import bert_job, launch, training_security
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import versions
 from trainium_eks.contract import PlatformContract
@@ -100,7 +100,7 @@ def training_pods(stack: str) -> list[dict]:
     pods = []
     for precompile in (False, True):
         name = "bertcompile" if precompile else "berttrain"
-        job = launch.volcano_job(contract, launch.JobRequest(name=name, precompile=precompile))
+        job = bert_job.volcano_job(contract, launch.JobRequest(name=name, precompile=precompile))
         for task in job["spec"]["tasks"]:
             metadata = {"name": f"{stack}-{task['name']}", "namespace": job["metadata"]["namespace"]}
             pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": task["template"]["spec"]})

@@ -19,7 +19,7 @@ from support import STACKS, evaluate, offering, one, one_group, platform, run_pr
 
 from policies.packs import PACKS
 from preflight import check
-from trainium_eks import catalog, layout
+from trainium_eks import catalog, layout, shares
 from trainium_eks.trainium_groups import tolerates
 
 pytestmark = pytest.mark.stacks
@@ -100,7 +100,10 @@ def test_a_managed_group_without_nodes_refuses_jobs_instead_of_printing_an_empty
     def no_nodes(outputs):
         outputs["trainiumNodeGroups"][0].update(minSize=0, desiredSize=0)
 
-    managed = one_group("trn1.32xlarge", provisioning="managed", minSize=2, desiredSize=2)
+    # A group large enough that each of the stack's queues holds one of its nodes (trainium_eks.shares).
+    smallest_share = min(queue.neuron_share for queue in platform("prod").scheduling.queues)
+    most = shares.smallest_max_size_for_a_node(smallest_share)
+    managed = one_group("trn1.32xlarge", provisioning="managed", minSize=2, desiredSize=2, maxSize=max(2, most))
     path, _ = outputs_file(tmp_path, "prod", edit=no_nodes, **managed)
     for module in ("jobs.launch", "jobs.acceptance neuron-devices", "jobs.acceptance fsx-shared"):
         result = run_module(*module.split(), "--outputs", str(path), "--dryrun")

@@ -40,7 +40,7 @@ def test_every_trainium_group_gets_a_cold_and_a_warm_estimate_that_starts_with_p
 
 def test_only_an_elastic_pool_waits_for_karpenter_to_launch_its_nodes():
     (elastic,) = steps("staging", **one_group("trn1.32xlarge")).values()
-    (managed,) = steps("prod", **one_group("trn1.32xlarge", provisioning="managed", minSize=2, desiredSize=2)).values()
+    (managed,) = steps("prod", **one_group("trn1.32xlarge", provisioning="managed", minSize=2, desiredSize=2, maxSize=4)).values()
     assert "Karpenter launches the nodes" in terms(elastic)
     assert "Karpenter launches the nodes" not in terms(managed)  # EKS creates a managed group with its nodes
 

@@ -20,7 +20,7 @@ from job_outputs import (
 )
 from support import run_preflight, stack_copy
 
-from jobs import grace_period, launch, platform_job, torchtitan_job
+from jobs import bert_job, grace_period, platform_job, torchtitan_job
 from jobs.components import AGENT_COMMAND, BACKENDS
 from trainium_eks import catalog, layout, versions
 from trainium_eks.contract import PlatformContract
@@ -140,7 +140,7 @@ def test_bert_on_the_trn1_group_is_the_job_it_was_with_a_grace_period_for_its_ch
     path, outputs = outputs_file(tmp_path, **TWO_GENERATIONS)
     job = launch_json("--outputs", str(path), "--node-group", "trn1-32xl", "--dryrun", "--json")
     contract = PlatformContract.from_outputs(outputs)
-    built = launch.volcano_job(contract, platform_job.JobRequest(name="berttrain", node_group="trn1-32xl"))
+    built = bert_job.volcano_job(contract, platform_job.JobRequest(name="berttrain", node_group="trn1-32xl"))
     expected = grace_period.job_grace_period("large", "trn1.32xlarge", 16, 32, outputs["fsxThroughputMBps"])
     assert grace_of(job) == {(expected.seconds, str(expected.seconds))} and expected.fits_capacity_block_window
     assert job["metadata"]["annotations"].pop(platform_job.GRACE_PERIOD_ANNOTATION) == expected.describe()

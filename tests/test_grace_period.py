@@ -11,7 +11,8 @@ from support import evaluate, one_group
 from transformers import BertConfig, BertForPreTraining
 
 from jobs import grace_period
-from jobs.launch import JobRequest, volcano_job
+from jobs.bert_job import volcano_job
+from jobs.platform_job import JobRequest
 from training import pretrain_bert
 from training.data import write_synthetic_shard
 from training.options import BERT_TINY, CONFIGS

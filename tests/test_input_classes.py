@@ -203,7 +203,8 @@ TEAMS = [
 ]
 PLANS = {
     "elastic": ("staging", one_group("trn1.32xlarge") | {"teams": TEAMS}),
-    "managed": ("prod", one_group("trn1n.32xlarge", provisioning="managed", minSize=2, desiredSize=2, maxSize=2)),
+    # 4 nodes at most: a quarter of the group, prod's experiments queue, is one whole node.
+    "managed": ("prod", one_group("trn1n.32xlarge", provisioning="managed", minSize=2, desiredSize=2, maxSize=4)),
 }
 
 

@@ -19,7 +19,7 @@ from job_outputs import (
 )
 from support import STACKS, run_preflight
 
-from jobs import launch
+from jobs import bert_job
 from jobs.components import BACKENDS
 from trainium_eks import catalog, layout
 from trainium_eks.contract import ContractError, PlatformContract
@@ -87,7 +87,7 @@ def test_precompile_and_training_share_a_compile_cache_whatever_their_names(tmp_
     assert shared.startswith(f"--cache_dir={outputs['neuronCompileCachePath']}/bert-large-")
     assert cache() == shared  # the defaults: bertcompile, then berttrain
     assert cache("--precompile", "--name", "nightly") == cache("--name", "run-7") == shared
-    data = ("--data-dir", f"{outputs['datasetsPath']}/{launch.DATASET}", "--output-dir", "/data/checkpoints/x")
+    data = ("--data-dir", f"{outputs['datasetsPath']}/{bert_job.DATASET}", "--output-dir", "/data/checkpoints/x")
     assert cache("--", *data, "--batch-size", "16", "--grad-accum-steps", "32") == shared  # the same options, spelt out
     for different in (
         ("--no-bf16",),

@@ -100,7 +100,7 @@ def test_existing_vpc_is_adopted_not_created():
     assert plan.outputs["trainiumSubnetId"] == EXISTING["existingTrainiumSubnetId"]
     node_class = one(plan.find("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"))
     assert node_class.inputs["spec"]["subnetSelectorTerms"] == [{"id": EXISTING["existingTrainiumSubnetId"]}]
-    managed = evaluate("prod", **EXISTING, **one_group_of("prod", minSize=2, desiredSize=2, maxSize=2))
+    managed = evaluate("prod", **EXISTING, **one_group_of("prod", minSize=2, desiredSize=2, maxSize=4))
     ng = one([r for r in managed.find("aws:eks/nodeGroup:NodeGroup") if r.inputs["amiType"] == "AL2023_x86_64_NEURON"])
     assert ng.inputs["subnetIds"] == [EXISTING["existingTrainiumSubnetId"]]
 

@@ -45,6 +45,7 @@ def test_plan_json_has_the_engine_shape():
         "deployment",
         "firstStep",
         "systemFit",
+        "teamJobs",
         "trainiumNodes",
     }
     assert (plan["project"], plan["stack"]) == ("trainium-eks", "staging")

@@ -8,7 +8,7 @@ import math
 import pytest
 import yaml
 from job_outputs import TWO_GENERATIONS
-from support import evaluate, node_group_config, offering, one
+from support import evaluate, node_group_config, offering, one, one_group
 
 from trainium_eks import catalog, hardware, layout, tokens, versions
 from trainium_eks.contract import PlatformContract
@@ -60,15 +60,20 @@ def test_queue_capability_never_exceeds_provisioned_capacity(stack_plan):
 
 def test_queue_shares_split_the_capacity():
     queues = [{"name": "big", "weight": 3, "neuronShare": 0.75}, {"name": "small", "weight": 1, "neuronShare": 0.25}]
-    plan = evaluate("staging", volcanoQueues=queues)
-    provisioned = provisioned_from_graph(plan)
+    plan = evaluate("staging", **one_group("trn1.32xlarge", maxSize=4), volcanoQueues=queues)  # a quarter is one node
+    groups = list(trainium_groups_in(plan))
     by_name = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in plan.find(QUEUE)}
     for queue in queues:
         spec = by_name[queue["name"]]
         assert spec["weight"] == queue["weight"]
-        assert spec["capability"][layout.NEURON_DEVICE_RESOURCE] == math.floor(
-            provisioned[layout.NEURON_DEVICE_RESOURCE] * queue["neuronShare"]
+        # A share of each group in whole nodes, at each node's devices.
+        whole_nodes = sum(
+            math.floor(nodes * queue["neuronShare"]) * catalog.INSTANCE_TYPES[instance_type].neuron_devices
+            for instance_type, nodes, _ in groups
         )
+        assert spec["capability"][layout.NEURON_DEVICE_RESOURCE] == whole_nodes > 0
+    total = sum(spec["capability"][layout.NEURON_DEVICE_RESOURCE] for spec in by_name.values())
+    assert total <= provisioned_from_graph(plan)[layout.NEURON_DEVICE_RESOURCE]
 
 
 def test_scaling_a_node_group_resizes_the_queue():
@@ -117,38 +122,46 @@ def test_volcano_creates_a_waiting_jobs_pods_so_karpenter_sees_them_and_still_ga
 
 
 def test_queues_and_team_quotas_count_both_generations_at_their_advertised_neuroncores():
-    """A stack of a trn1 and a trn2 group: the platform's queue and each team's queue and quota add both generations'
-    devices, EFA interfaces and NeuronCores, trn2's at the cores its nodes advertise under its default LNC (64 of its
-    128 physical cores at LNC=2), never the physical count."""
+    """A stack of a trn1 and a trn2 group: the platform's queue and each team's queue and quota hold their share of each
+    group in whole nodes, each node at the devices, EFA interfaces and NeuronCores it advertises, trn2's at the cores of
+    its default LNC (64 of its 128 physical cores at LNC=2), never the physical count."""
     teams = [
         {"name": "alpha", "neuronShare": 0.5, "principalArns": ["arn:aws:iam::111122223333:role/alpha"]},
-        {"name": "beta", "neuronShare": 0.25, "principalArns": ["arn:aws:iam::111122223333:role/beta"]},
+        {"name": "beta", "neuronShare": 0.5, "principalArns": ["arn:aws:iam::111122223333:role/beta"]},
     ]
-    queues = [{"name": "trainium", "weight": 1, "neuronShare": 0.25}]
+    queues = [{"name": "trainium", "weight": 1, "neuronShare": 1.0}]
     plan = evaluate("staging", **{**TWO_GENERATIONS, "teams": teams, "volcanoQueues": queues})
     groups = [(catalog.INSTANCE_TYPES[g["instanceType"]], g["maxSize"]) for g in TWO_GENERATIONS["trainiumNodeGroups"]]
     assert {spec.generation for spec, _ in groups} == {"trn1", "trn2"}
-    advertised = {
-        layout.NEURON_DEVICE_RESOURCE: sum(nodes * spec.neuron_devices for spec, nodes in groups),
-        layout.NEURON_CORE_RESOURCE: sum(
-            nodes * spec.neuron_cores_at(hardware.GENERATIONS[spec.generation].default_lnc) for spec, nodes in groups
-        ),
-        layout.EFA_RESOURCE: sum(nodes * spec.max_efa_interfaces for spec, nodes in groups),
-    }
-    physical = sum(nodes * spec.physical_neuron_cores for spec, nodes in groups)
-    assert advertised[layout.NEURON_CORE_RESOURCE] < physical  # trn2's LNC=2 halves its count
-    assert provisioned_from_graph(plan) == advertised
+
+    def advertised(spec: hardware.InstanceType) -> dict[str, int]:
+        return {
+            layout.NEURON_DEVICE_RESOURCE: spec.neuron_devices,
+            layout.NEURON_CORE_RESOURCE: spec.neuron_cores_at(hardware.GENERATIONS[spec.generation].default_lnc),
+            layout.EFA_RESOURCE: spec.max_efa_interfaces,
+        }
+
+    assert sum(nodes * advertised(spec)[layout.NEURON_CORE_RESOURCE] for spec, nodes in groups) < sum(
+        nodes * spec.physical_neuron_cores for spec, nodes in groups
+    )  # trn2's LNC=2 halves its count
 
     def share(fraction: float) -> dict:
-        return {resource: math.floor(amount * fraction) for resource, amount in advertised.items()}
+        """Whole nodes of each group: floor(fraction x maxSize) nodes times what one node advertises."""
+        return {
+            resource: sum(math.floor(fraction * nodes) * advertised(spec)[resource] for spec, nodes in groups)
+            for resource in advertised(groups[0][0])
+        }
 
+    assert provisioned_from_graph(plan) == share(1)
     capabilities = {q.inputs["metadata"]["name"]: q.inputs["spec"]["capability"] for q in plan.find(QUEUE)}
-    assert capabilities["trainium"] == share(0.25)
+    assert capabilities["trainium"] == share(1)
     contract = PlatformContract.from_outputs(json.loads(json.dumps(plan.outputs)))
-    assert dict(contract.volcano_queues[0].capability) == share(0.25)
+    assert dict(contract.volcano_queues[0].capability) == share(1)
     for team in teams:
         published = contract.team(team["name"])
         assert dict(published.quota) == capabilities[published.queue] == share(team["neuronShare"])
         quotas = plan.find(tokens.K8S_RESOURCE_QUOTA)
         (quota,) = [r.inputs for r in quotas if r.inputs["metadata"]["namespace"] == published.namespace]
         assert quota["spec"]["hard"] == {f"requests.{resource}": str(amount) for resource, amount in published.quota.items()}
+        for spec, _ in groups:  # every whole node the team is entitled to fits its quota on every resource
+            assert all(published.quota[resource] >= amount for resource, amount in advertised(spec).items())

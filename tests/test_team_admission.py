@@ -16,7 +16,7 @@ from admission_review import ENVIRONMENT, Kind, Policy, Request
 from admitted_workloads import POD, POD_GROUP, VOLCANO_JOB, admitted_pod, workloads
 from support import evaluate, manifest, settings
 
-from jobs import acceptance, launch
+from jobs import acceptance, bert_job, launch
 from trainium_eks import layout, tokens
 from trainium_eks.contract import PlatformContract
 
@@ -286,7 +286,7 @@ def test_updates_are_held_too(policies, namespaces):
 
 
 def test_a_team_job_naming_another_queue_is_refused_and_its_own_admitted(policies, namespaces, contract, plan):
-    job = launch.volcano_job(contract, launch.JobRequest(name="berttrain"))
+    job = bert_job.volcano_job(contract, launch.JobRequest(name="berttrain"))
     assert review(policies, _request(VOLCANO_JOB, job, namespaces["team"])) == {}
     platform_queues = [
         q.inputs["metadata"]["name"]
@@ -302,7 +302,7 @@ def test_a_team_job_naming_another_queue_is_refused_and_its_own_admitted(policie
 
 def test_every_job_the_tools_build_for_a_team_is_admitted_with_its_pods(policies, namespaces, contract):
     group = contract.node_groups[0]
-    jobs = [launch.volcano_job(contract, launch.JobRequest(name="berttrain"))]
+    jobs = [bert_job.volcano_job(contract, launch.JobRequest(name="berttrain"))]
     jobs += [job for _, job in acceptance.build(contract, group, list(acceptance.CHECKS), None)[0]]
     checked = 0
     for job in jobs:

@@ -16,7 +16,7 @@ from job_outputs import run_module
 from support import PROJECT, evaluate, one, one_group, run_preflight, settings, stack_copy
 from test_preflight_bad_input import one_line
 
-from jobs import launch
+from jobs import bert_job, launch
 from trainium_eks import layout, tokens
 from trainium_eks.config import ConfigError, parse
 from trainium_eks.contract import PlatformContract
@@ -52,7 +52,7 @@ def of_team(plan, type_: str, team: str, suffix: str):
 
 def team_job(contract: PlatformContract, team: str, *, nodes: int | None = None) -> dict:
     request = launch.JobRequest(name="berttrain", nodes=nodes)
-    return launch.volcano_job(contract.for_team(team), request)
+    return bert_job.volcano_job(contract.for_team(team), request)
 
 
 def outputs_file(tmp_path, plan) -> tuple:
@@ -199,7 +199,7 @@ def test_etcd_admits_the_job_namespace_and_the_teams_and_no_other_namespace(plan
     etcd_labels = one(plan.find(tokens.K8S_STATEFUL_SET)).inputs["spec"]["template"]["metadata"]["labels"]
     etcd = network_policy(plan, contract.job_namespace, "etcd")
     member = pod(plan, contract.job_namespace, etcd_labels)
-    platform_job = launch.volcano_job(contract, launch.JobRequest(name="berttrain"))
+    platform_job = bert_job.volcano_job(contract, launch.JobRequest(name="berttrain"))
     for job in (platform_job, *(team_job(contract, team.name) for team in contract.teams)):
         assert admits(etcd, member, worker_pod(plan, job), layout.ETCD_CLIENT_PORT), job["metadata"]["namespace"]
     stranger = pod(plan, "default", platform_job["spec"]["tasks"][0]["template"]["metadata"]["labels"])
@@ -214,7 +214,7 @@ def test_a_team_reaches_its_own_pods_and_nothing_of_another_team(plan, contract)
     second_policy = network_policy(plan, second.namespace, "own-pods-only")
     assert admits(first_policy, first_pod, first_pod) and admits(second_policy, second_pod, second_pod)
     assert not admits(first_policy, first_pod, second_pod) and not admits(second_policy, second_pod, first_pod)
-    platform = worker_pod(plan, launch.volcano_job(contract, launch.JobRequest(name="berttrain")))
+    platform = worker_pod(plan, bert_job.volcano_job(contract, launch.JobRequest(name="berttrain")))
     assert not admits(first_policy, first_pod, platform)
 
 
@@ -228,7 +228,7 @@ def test_the_launcher_builds_the_team_job_and_refuses_what_its_quota_cannot_admi
     one_line(
         run_module("jobs.launch", "--outputs", str(path), "--team", team["name"], "--nodes", "2", "--dryrun"),
         "--nodes 2",
-        f"queue {team['queue']} admits",
+        f"team {team['name']}'s quota admits",
         "neuronShare",
     )
     undeclared = "search"
@@ -268,7 +268,7 @@ BAD_TEAMS = [
         f"already in team '{FIRST['name']}'",
     ),
     # A quarter of the fixture's two nodes is half a node.
-    ({"teams": [{**FIRST, "neuronShare": 0.25}]}, "teams[0].neuronShare", f"less than one {NODE_TYPE} node"),
+    ({"teams": [{**FIRST, "neuronShare": 0.25}]}, "teams[0].neuronShare", f"less than one {NODE_TYPE};"),
     (  # a team's queue is named as its namespace
         {"teams": [FIRST], "volcanoQueues": [{"name": layout.team_namespace(FIRST["name"])}]},
         "teams[0].name",

@@ -9,7 +9,7 @@ import copy
 import pytest
 from support import STACKS, cached_plan, one
 
-from jobs import launch, training_security
+from jobs import bert_job, launch, training_security
 from preflight.stackfile import REPO_ROOT
 from trainium_eks.contract import PlatformContract
 from trainium_eks.pod_security import restricted_findings
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.stacks
 def job_pods(stack: str, precompile: bool) -> list[dict]:
     contract = PlatformContract.from_outputs(cached_plan(stack, False).outputs)
     name = "bertcompile" if precompile else "berttrain"
-    job = launch.volcano_job(contract, launch.JobRequest(name=name, precompile=precompile))
+    job = bert_job.volcano_job(contract, launch.JobRequest(name=name, precompile=precompile))
     return [task["template"]["spec"] for task in job["spec"]["tasks"]]
 
 

@@ -45,7 +45,7 @@ from trainium_eks.contract_entries import (
     Team,
 )
 
-CONTRACT_VERSION = "1.6.0"
+CONTRACT_VERSION = "1.7.0"
 FIRST = "1.0.0"
 
 

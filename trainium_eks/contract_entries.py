@@ -37,6 +37,13 @@ class Entry(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
 
+class CapacityBlockTag(Entry):
+    """An EC2 tag (``aws ec2 create-tags --tags Key=<key>,Value=<value>``) that puts a Capacity Block in a group."""
+
+    key: StrictStr
+    value: StrictStr
+
+
 class NodeGroup(Entry):
     name: LabelValue
     instance_type: StrictStr = Field(alias="instanceType")
@@ -49,6 +56,12 @@ class NodeGroup(Entry):
     vcpus_per_node: PositiveInt = Field(alias="vcpusPerNode")
     memory_gib_per_node: PositiveInt = Field(alias="memoryGiBPerNode")
     node_selector: dict[StrictStr, StrictStr] = Field(alias="nodeSelector")
+    # The tag that makes a Capacity Block serve this (elastic) group; None: the group selects no block by tag, or the
+    # platform is older than this field.
+    capacity_block_tag: CapacityBlockTag | None = Field(None, alias="capacityBlockTag")
+    # The Capacity Block the stack names by id (capacityReservation.id), used beside the tagged ones; None: none named,
+    # or the platform is older than this field.
+    capacity_block_id: StrictStr | None = Field(None, alias="capacityBlockId")
 
 
 class NodeGroupScaling(Entry):

@@ -11,8 +11,10 @@ Capacity Reservation is billed at the on-demand rate for its instances whether t
 exists (EC2 User Guide, "Billing for Capacity Reservations"), so it is in both. A Capacity Block is not a running cost
 of the stack: it is bought outside it for a window and paid up front at the price it was bought for (EC2 User Guide,
 "Capacity Blocks pricing and billing"), which the stack config states because AWS sets it by supply and demand; it is
-reported apart (``prepaid``), in neither figure. A type the catalog knows no on-demand price for (trn2.48xlarge, sold
-in Capacity Blocks only) outside a reservation is a line that says so, counted as 0.
+reported apart (``prepaid``), in neither figure, as the hourly rate of one block's window. Every block tagged for a
+group is a purchase of its own with its own upfront fee (EC2 DescribeCapacityBlockOfferings ``upfrontFee``), unknown
+to the stack, so the line says so rather than guess how many there will be. A type the catalog knows no on-demand
+price for (trn2.48xlarge, sold in Capacity Blocks only) outside a reservation is a line that says so, counted as 0.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ class PrepaidBlock:
     instances: int
     instance_type: str
     instance_hourly_usd: float
+    # The group's layout.CAPACITY_BLOCK_GROUP_TAG value when it also selects blocks by tag (None: by ID alone).
+    tag_value: str | None = None
 
     @property
     def hourly_usd(self) -> float:
@@ -74,9 +78,15 @@ class PrepaidBlock:
     @property
     def description(self) -> str:
         block = f"Capacity Block {self.reservation}" if self.reservation else "Capacity Block"
+        further = (
+            f"; each further block tagged {layout.CAPACITY_BLOCK_GROUP_TAG}={self.tag_value} is bought and paid for on "
+            "its own, at its own price"
+            if self.tag_value
+            else ""
+        )
         return (
-            f"{self.instances} x {self.instance_type} in {block} at {self.instance_hourly_usd:g} USD/h each, paid up front "
-            "for the block's window, bought outside the stack"
+            f"{self.instances} x {self.instance_type} in {block} at {self.instance_hourly_usd:g} USD/h each, paid up "
+            f"front for the block's window, bought outside the stack{further}"
         )
 
     def to_json(self) -> dict:
@@ -166,15 +176,27 @@ def _root_volume_gib(group: TrainiumGroup) -> float:
     return number(dig(group.template.props, "blockDeviceMappings", 0, "ebs", "volumeSize")) or EKS_DEFAULT_DISK_GIB
 
 
+def _selector_terms(group: TrainiumGroup) -> list[dict]:
+    target = group.reservation_target()
+    return [term for term in target if isinstance(term, dict)] if isinstance(target, list) else []
+
+
 def _reservation_id(group: TrainiumGroup) -> str | None:
     """The reservation a group targets: a launch template's capacityReservationId, or a node class's one id term."""
     target = group.reservation_target()
     if isinstance(target, dict):
         found = target.get("capacityReservationId")
     else:
-        terms = [t.get("id") for t in target or [] if isinstance(t, dict)] if isinstance(target, list) else []
+        terms = [term["id"] for term in _selector_terms(group) if "id" in term]
         found = terms[0] if len(terms) == 1 else None
     return found if isinstance(found, str) else None
+
+
+def _block_tag_value(group: TrainiumGroup) -> str | None:
+    """The group's Capacity Block tag value, when its node class selects blocks by the platform's tag."""
+    values = [dig(term, "tags", layout.CAPACITY_BLOCK_GROUP_TAG) for term in _selector_terms(group)]
+    found = [value for value in values if isinstance(value, str)]
+    return found[0] if found else None
 
 
 def _reservation(group: TrainiumGroup, region: str, billed: set[str]) -> CostLine | PrepaidBlock | None:
@@ -201,7 +223,7 @@ def _reservation(group: TrainiumGroup, region: str, billed: set[str]) -> CostLin
             priced=False,
         )
     if block_rate is not None:
-        return PrepaidBlock(group.node.urn, reservation, count, name, block_rate)
+        return PrepaidBlock(group.node.urn, reservation, count, name, block_rate, _block_tag_value(group))
     what = f"{count} x {name} On-Demand Capacity Reservation, used or not"
     return _on_demand(group.node.urn, group.spec, region, count, count, what)
 

@@ -38,6 +38,15 @@ CAPACITY_BLOCK_HOURLY_USD_TAG = "trainium-eks/capacity-block-usd-per-hour"
 # catalog records (trn1n.32xlarge, 24.78 USD/h), catches the block's upfront total typed as its hourly rate and keeps
 # the cost estimate's sums finite (1e308 would print "inf USD").
 MAX_BLOCK_USD_PER_INSTANCE_HOUR = 1000
+# A Capacity Block carrying this tag, valued capacity_block_tag_value(cluster, group), is selected by that group's
+# EC2NodeClass (README "Capacity Blocks"): a block bought later joins the group by a tag, with no stack edit.
+CAPACITY_BLOCK_GROUP_TAG = "trainium-eks/capacity-block-group"
+
+
+def capacity_block_tag_value(cluster_name: str, group: str) -> str:
+    """The CAPACITY_BLOCK_GROUP_TAG value that makes a block serve node group `group` of cluster `cluster_name`."""
+    return f"{cluster_name}/{group}"
+
 
 # Extended resources advertised by the device plugins.
 NEURON_DEVICE_RESOURCE = "aws.amazon.com/neuron"

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 
 from policies.rules import Violation, describe, listed, shown
-from trainium_eks import hardware, layout, tokens
+from trainium_eks import hardware, shares, tokens
 from trainium_eks.graph import Graph, Node, dig, known
 from trainium_eks.quantities import quantity
 from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
@@ -36,17 +36,23 @@ def _efa_count(group: TrainiumGroup) -> int | None:
     return sum(1 for i in described if i.get("interfaceType") in hardware.EFA_INTERFACE_TYPES)
 
 
-def provisioned_capacity(graph: Graph) -> dict[str, int] | None:
-    """Neuron devices, NeuronCores and EFA interfaces at the node groups' maximum sizes (None if unknown)."""
-    totals = {layout.NEURON_DEVICE_RESOURCE: 0, layout.NEURON_CORE_RESOURCE: 0, layout.EFA_RESOURCE: 0}
+def plan_fleet(graph: Graph) -> tuple[shares.GroupNodes, ...] | None:
+    """The plan's Trainium groups as the share model sees them (``trainium_eks.shares``): maximum size and what one node
+    advertises; None while a preview does not know a size or the nodes' interfaces."""
+    fleet = []
     for group in trainium_groups(graph):
         efa = _efa_count(group)
         if group.max_size is None or efa is None:
             return None
-        totals[layout.NEURON_DEVICE_RESOURCE] += group.max_size * group.spec.neuron_devices
-        totals[layout.NEURON_CORE_RESOURCE] += group.max_size * group.spec.neuron_cores
-        totals[layout.EFA_RESOURCE] += group.max_size * efa
-    return totals
+        per_node = shares.node_resources(group.spec.neuron_devices, group.spec.neuron_cores, efa)
+        fleet.append(shares.GroupNodes(group.name or group.node.name, group.spec.name, group.max_size, per_node))
+    return tuple(fleet)
+
+
+def provisioned_capacity(graph: Graph) -> dict[str, int] | None:
+    """Neuron devices, NeuronCores and EFA interfaces at the node groups' maximum sizes (None if unknown)."""
+    fleet = plan_fleet(graph)
+    return None if fleet is None else shares.fleet_capacity(fleet)
 
 
 def volcano_queue_within_capacity(graph: Graph, config: dict) -> Iterator[Violation]:

@@ -1,6 +1,6 @@
 """Team rules: each team's workspace stays its own. Access in its namespace only, a Role that leaves the platform's
-limits alone, a volume on its own directory of the file system, and quotas that together fit the Neuron capacity the
-node groups provide.
+limits alone, a volume on its own directory of the file system, quotas that together fit the Neuron capacity the
+node groups provide, and a quota and queue that each hold a whole node of every group (``trainium_eks.shares``).
 
 Teams are recognised by the label (Kubernetes) or tag (AWS) ``trainium-eks/team`` the platform puts on each of their
 resources.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from policies.rules import Violation, describe, shown
-from policies.rules.scheduling import provisioned_capacity
-from trainium_eks import layout, names, tokens
+from policies.rules.scheduling import plan_fleet, provisioned_capacity
+from trainium_eks import layout, names, shares, tokens
 from trainium_eks.graph import Graph, Node, dig, known
 from trainium_eks.quantities import quantity
 
@@ -249,9 +249,55 @@ def team_quotas_within_capacity(graph: Graph, config: dict) -> Iterator[Violatio
         asked = [(team, held[resource]) for team, held in amounts.items() if resource in held]
         total = sum(amount for _, amount in asked)
         if total > provided:
-            shares = ", ".join(f"{team} {shown(float(amount))}" for team, amount in asked)
+            by_team = ", ".join(f"{team} {shown(float(amount))}" for team, amount in asked)
             yield Violation(
                 quotas[asked[0][0]].urn,
-                f"the teams' quotas add up to {shown(float(total))} {resource} ({shares}) but the node groups provide "
+                f"the teams' quotas add up to {shown(float(total))} {resource} ({by_team}) but the node groups provide "
                 f"{provided} at their maximum size; lower the teams' neuronShare or raise maxSize",
+            )
+
+
+def _limits(amounts: object, prefix: str) -> dict:
+    """The quota'd resources a quota's ``hard`` (keys ``prefix``+resource) or a queue's capability limits, as numbers;
+    an amount that is no quantity is left to team-quotas-within-capacity and volcano-queue-within-capacity."""
+    if not isinstance(amounts, dict) or not known(amounts):
+        return {}
+    limits = {}
+    for resource in shares.QUOTAED_RESOURCES:
+        amount = quantity(amounts.get(prefix + resource))
+        if amount is not None:
+            limits[resource] = amount
+    return limits
+
+
+def team_quotas_hold_a_node(graph: Graph, config: dict) -> Iterator[Violation]:
+    """A team is entitled to whole nodes of every group: its quota and its queue must each hold one node of each group
+    on every resource the node advertises, or no job of the team fits there (docs/teams.md, "Capacity")."""
+    fleet = plan_fleet(graph)
+    if not fleet:
+        return
+    held = [
+        (quota, team, _limits(dig(quota.props, "spec", "hard"), QUOTA_PREFIX))
+        for quota in graph.of_type(tokens.K8S_RESOURCE_QUOTA)
+        if (team := team_of(quota))
+    ]
+    held += [
+        (queue, team, _limits(dig(queue.props, "spec", "capability"), ""))
+        for queue in graph.of_type(tokens.VOLCANO_QUEUE)
+        if (team := team_of(queue))
+    ]
+    for node, team, limits in held:
+        for group in fleet:
+            if shares.nodes_held(limits, group) >= 1:
+                continue
+            short = ", ".join(
+                f"{shown(float(limits[resource]))} of the {amount} {resource}"
+                for resource, amount in group.per_node.items()
+                if resource in limits and limits[resource] < amount
+            )
+            yield Violation(
+                node.urn,
+                f"{describe(node)} of team {team} holds {short} one {group.instance_type} node of group {group.name} "
+                "advertises, so no job of the team fits there; raise the team's neuronShare so that it is entitled to "
+                "a whole node of every group (floor(neuronShare x maxSize) >= 1)",
             )

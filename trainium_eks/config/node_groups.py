@@ -187,6 +187,14 @@ def _node_group(
         )
         block = r.type == "capacity-block"
         check(
+            r.id is not None or (block and group.provisioning == p.KARPENTER),
+            at("capacityReservation.id"),
+            "missing: a managed group's launch template targets one reservation by its ID"
+            if block
+            else "missing: an On-Demand Capacity Reservation is selected by its ID",
+            "add the reservation's cr-... ID (only a karpenter group's Capacity Blocks may be selected by their tag alone)",
+        )
+        check(
             (r.hourly_usd is not None) == block,
             at("capacityReservation.hourlyUsd"),
             "missing for a Capacity Block" if block else "set for an On-Demand Capacity Reservation",
@@ -199,7 +207,8 @@ def _node_group(
             group_scaling.max_size <= r.instance_count,
             at("maxSize"),
             f"{group_scaling.max_size} is above the reservation's {counted(r.instance_count, 'instance')}",
-            "lower maxSize to the reservation's instance count (a targeted reservation launches no more)",
+            "lower maxSize to the reservation's instance count (a targeted reservation launches no more; with "
+            "several tagged blocks, instanceCount is what the blocks running at once hold)",
         )
         reservation = p.CapacityReservation(r.type, r.id, r.az_id, r.instance_count, r.hourly_usd)
     if group.provisioning == p.KARPENTER and efa:

@@ -21,7 +21,7 @@ class Scaling:
 @dataclass(frozen=True)
 class CapacityReservation:
     kind: str  # "odcr" or "capacity-block"
-    reservation_id: str
+    reservation_id: str | None  # None: an elastic group's Capacity Blocks, selected by their tag alone
     az_id: str
     instance_count: int  # the instances the reservation holds, billed whether they run or not
     hourly_usd: float | None = None  # a Capacity Block's price per instance-hour; None: an ODCR, at the on-demand rate
@@ -68,6 +68,10 @@ class TrainiumNodeGroupConfig:
     @property
     def elastic(self) -> bool:
         return self.provisioning == KARPENTER
+
+    @property
+    def in_capacity_block(self) -> bool:
+        return self.capacity_reservation is not None and self.capacity_reservation.kind == "capacity-block"
 
     @property
     def spec(self) -> hardware.InstanceType:
@@ -189,7 +193,7 @@ class TeamConfig:
 
     name: str
     weight: int
-    neuron_share: float  # of the provisioned Neuron capacity: the team's queue capability and namespace quota
+    neuron_share: float  # of each Trainium group, in whole nodes: the team's queue capability and namespace quota
     principal_arns: tuple[str, ...]  # IAM roles or users of its members, given access to the namespace only
 
     @property

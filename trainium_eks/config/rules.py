@@ -9,14 +9,14 @@ from __future__ import annotations
 import re
 from types import MappingProxyType
 
-from trainium_eks import catalog, names
+from trainium_eks import catalog, names, shares
 from trainium_eks.config import platform as p
 from trainium_eks.config.addresses import nodes_fit
 from trainium_eks.config.checks import NODE_GROUP_NAME_MAX, Key, check, scaling
 from trainium_eks.config.fields import ECR_NAME
 from trainium_eks.config.node_groups import node_groups, node_kubernetes_version
 from trainium_eks.config.stack import StackInput
-from trainium_eks.config.teams import teams
+from trainium_eks.config.teams import share_holds_a_node, teams
 
 FSX_THROUGHPUT = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250, 500, 1000)}
 # EKS CreateCluster: name up to 100 of [0-9A-Za-z-_], starting alphanumeric; CreateNodegroup: name up to 63.
@@ -76,8 +76,8 @@ def _reservations_used_once(groups: tuple[p.TrainiumNodeGroupConfig, ...], key: 
     it with two types or sizes, and the estimate would bill it twice."""
     first_user: dict[str, int] = {}
     for index, group in enumerate(groups):
-        if group.capacity_reservation is None:
-            continue
+        if group.capacity_reservation is None or group.capacity_reservation.reservation_id is None:
+            continue  # blocks selected by their tag carry each group's own tag value: no two groups share them
         reservation = group.capacity_reservation.reservation_id
         earlier = first_user.setdefault(reservation, index)
         check(
@@ -220,6 +220,7 @@ def _monitoring(s: StackInput, key: Key) -> p.MonitoringConfig:
 
 def _scheduling(s: StackInput, key: Key, groups: tuple[p.TrainiumNodeGroupConfig, ...]) -> p.SchedulingConfig:
     names = set()
+    fleet = shares.fleet(groups)
     for index, queue in enumerate(s.volcano_queues):
         check(
             queue.name not in names,
@@ -228,6 +229,7 @@ def _scheduling(s: StackInput, key: Key, groups: tuple[p.TrainiumNodeGroupConfig
             "use a unique name other than Volcano's built-in 'default'",
         )
         names.add(queue.name)
+        share_holds_a_node(float(queue.neuron_share), fleet, f"{key('volcanoQueues')}[{index}].neuronShare")
     check(
         s.etcd_members <= s.system_node_min_size,
         key("etcdMembers"),

@@ -41,15 +41,22 @@ class CapacityReservationInput(Strict):
     type: f.one_of(("odcr", "capacity-block"), "use odcr or capacity-block") = Field(
         description="An On-Demand Capacity Reservation (odcr) or a Capacity Block."
     )
-    id: f.matching(f.RESERVATION_ID, "'{value}' is not a capacity reservation ID", "use the cr-... ID") = Field(
-        description="The reservation's ID, cr-..."
+    # An elastic group also selects the Capacity Blocks tagged for it (README "Capacity Blocks for trn2"), so it may
+    # name none; node_groups.py requires the ID where only it can select (an ODCR, a managed group's launch template).
+    id: f.matching(f.RESERVATION_ID, "'{value}' is not a capacity reservation ID", "use the cr-... ID") | None = Field(
+        None,
+        description="The reservation's ID, cr-...; optional for a Capacity Block of a karpenter group, which also uses "
+        f"every block tagged {layout.CAPACITY_BLOCK_GROUP_TAG}=<clusterName>/<group name>.",
     )
     az_id: StrictStr = Field(alias="azId", description="The reservation's AZ ID; it must equal trainiumAzId.")
     # A reservation is billed for its instances whether they run or not (an ODCR at the on-demand rate; a Capacity
     # Block up front at its own price: EC2 User Guide, "Capacity Blocks pricing and billing"), so the cost estimate
     # needs both; AWS publishes no fixed Capacity Block price (it follows supply and demand).
     instance_count: f.between(1, 10_000, "use the reservation's instance count") = Field(
-        alias="instanceCount", description="The instances it holds, billed busy or idle; the group's maxSize may not exceed it."
+        alias="instanceCount",
+        description="The instances it holds, billed busy or idle; the group's maxSize may not exceed it. With several "
+        "tagged Capacity Blocks: the instances of the blocks the group runs in at once (blocks bought one after another "
+        "each hold that many).",
     )
     hourly_usd: (
         Annotated[
@@ -164,7 +171,10 @@ class QueueInput(Strict):
         1, description="The queue's share of the cluster under contention."
     )
     neuron_share: Share = Field(
-        1.0, alias="neuronShare", description="The queue's cap, as a fraction of the provisioned Neuron capacity."
+        1.0,
+        alias="neuronShare",
+        description="The queue's cap: this fraction of each Trainium group's maxSize, rounded down to whole nodes, at "
+        "their Neuron devices, NeuronCores and EFA interfaces; at least one node of every group.",
     )
 
 
@@ -174,7 +184,10 @@ class TeamInput(Strict):
         description="A DNS label, unique: the team's namespace and queue are team-<name>."
     )
     neuron_share: Share = Field(
-        alias="neuronShare", description="The team's quota and queue cap; the teams' shares add up to 1 or less."
+        alias="neuronShare",
+        description="The team's quota and queue cap: this fraction of each Trainium group's maxSize, rounded down to "
+        "whole nodes, at their Neuron devices, NeuronCores and EFA interfaces; at least one node of every group, and "
+        "the teams' shares add up to 1 or less.",
     )
     weight: f.between(1, 65535, "use a positive weight") = Field(1, description="The team queue's share under contention.")
     principal_arns: Annotated[list[PrincipalArn], f.Structured] = Field(

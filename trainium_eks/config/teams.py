@@ -1,21 +1,17 @@
-"""The rules of ``teams``: unique names, shares that fit the capacity together, and one access entry per principal."""
+"""The rules of ``teams``: unique names, shares that hold a node of every group and fit the capacity together, and
+one access entry per principal."""
 
 from __future__ import annotations
 
-import math
-
+from trainium_eks import shares
 from trainium_eks.config import platform as p
 from trainium_eks.config.checks import Key, check
+from trainium_eks.config.errors import ConfigError
 from trainium_eks.config.stack import StackInput
-
-# Shares are fractions written in a stack file; their sum is compared after rounding so that 0.7 + 0.2 + 0.1 fits.
-SHARE_DIGITS = 9
 
 
 def teams(s: StackInput, key: Key, groups: tuple[p.TrainiumNodeGroupConfig, ...]) -> tuple[p.TeamConfig, ...]:
-    # The platform's jobs take whole nodes: a share below one node of the smallest group could never run one.
-    provisioned = sum(g.scaling.max_size * g.spec.neuron_devices for g in groups)
-    smallest = min(groups, key=lambda g: g.spec.neuron_devices)
+    fleet = shares.fleet(groups)
     platform_queues = {q.name for q in s.volcano_queues}
     # EKS keeps one access entry per principal and cluster: a member of two teams, or an admin, would need two.
     entries = {arn: "clusterAdminPrincipalArns" for arn in s.cluster_admin_principal_arns}
@@ -44,14 +40,7 @@ def teams(s: StackInput, key: Key, groups: tuple[p.TrainiumNodeGroupConfig, ...]
             f"its namespace '{config.namespace}' is the jobNamespace",
             "rename the team or the jobNamespace",
         )
-        devices = math.floor(provisioned * config.neuron_share)  # the quota, as components/teams.py rounds it
-        check(
-            devices >= smallest.spec.neuron_devices,
-            at("neuronShare"),
-            f"{team.neuron_share:g} of {provisioned} Neuron devices is {devices}, less than one {smallest.instance_type} "
-            f"node ({smallest.spec.neuron_devices}), so no job of the team could start",
-            "raise the share, or the node groups' maxSize",
-        )
+        share_holds_a_node(config.neuron_share, fleet, at("neuronShare"))
         for position, arn in enumerate(team.principal_arns):
             holder = entries.get(arn)
             check(
@@ -62,7 +51,7 @@ def teams(s: StackInput, key: Key, groups: tuple[p.TrainiumNodeGroupConfig, ...]
             )
             entries[arn] = f"team '{team.name}'"
         configs.append(config)
-    total = round(sum(c.neuron_share for c in configs), SHARE_DIGITS)
+    total = round(sum(c.neuron_share for c in configs), shares.SHARE_DIGITS)
     check(
         total <= 1,
         key("teams"),
@@ -70,3 +59,18 @@ def teams(s: StackInput, key: Key, groups: tuple[p.TrainiumNodeGroupConfig, ...]
         "lower the teams' neuronShare so that they add up to 1 or less",
     )
     return tuple(configs)
+
+
+def share_holds_a_node(share: float, fleet: tuple[shares.GroupNodes, ...], where: str) -> None:
+    """A share entitles its holder to whole nodes of each group (``trainium_eks.shares``): one that rounds down to no
+    node of some group leaves its quota or capability unable to hold any job there."""
+    short = shares.groups_short_of_a_node(share, fleet)
+    if short:
+        group = short[0]
+        raise ConfigError(
+            where,
+            f"{share:g} of {group.name}'s maxSize {group.max_size} is {round(share * group.max_size, shares.SHARE_DIGITS):g} "
+            f"nodes, less than one {group.instance_type}",
+            f"raise neuronShare to {shares.smallest_share_for_a_node(group.max_size):g} or maxSize to "
+            f"{shares.smallest_max_size_for_a_node(share)}",
+        )

@@ -1,0 +1,120 @@
+"""The BERT pretraining job of the seed tutorial (``training/pretrain_bert.py``), on any node group: its training
+options (the launcher's own, each replaced by the one of the same name given after ``--``), its Volcano Job, its pods'
+grace period and the steps before a new run's first checkpoint. ``jobs.launch`` runs it as ``--workload bert``."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Any
+
+from jobs.capacity import LaunchError, choose_node_group
+from jobs.compile_cache import compile_cache
+from jobs.grace_period import GracePeriod, job_grace_period
+from jobs.paths import run_directory
+from jobs.platform_job import COMPILE_CACHE_ANNOTATION, COMPILE_CACHE_INPUTS, JobRequest, placement, whole_node_job
+from training import options
+from trainium_eks.cli import UsageError
+from trainium_eks.contract import PlatformContract
+
+DATASET = "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
+PRECOMPILE_STEPS = 10  # a few steps trace every graph
+# The training module's options that name directories on the shared volume, which every pod mounts.
+VOLUME_OPTIONS = ("data_dir", "output_dir", "tensorboard_dir")
+
+
+def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
+    """The Volcano Job for ``request``, validated against the platform's capacity."""
+    placed = placement(contract, request)
+    chosen = training_options(contract, request)
+    cache = compile_cache(
+        chosen,
+        bf16=request.bf16,
+        world_size=placed.world_size,
+        instance_type=placed.group.instance_type,
+        training_stack=placed.software.training_stack,
+        image_tag=placed.image.rpartition(":")[2],
+    )
+    job = whole_node_job(
+        contract,
+        placed.group,
+        *options.command_line(chosen),
+        name=request.name,
+        queue=placed.queue,
+        image=placed.image,
+        backend=placed.software.backend,
+        nnodes=placed.nodes,
+        nproc_per_node=placed.workers,
+        cache_set=cache.name,
+        bf16=request.bf16,
+        precompile=request.precompile,
+    )
+    # Which cache, and why: `kubectl describe vcjob` shows it as the launcher prints it.
+    job["metadata"].setdefault("annotations", {}).update(
+        {COMPILE_CACHE_ANNOTATION: f"{contract.neuron_compile_cache_path}/{cache.name}", COMPILE_CACHE_INPUTS: cache.describe()}
+    )
+    return job
+
+
+def bert_grace_period(contract: PlatformContract, request: JobRequest, throughput_mb_s: float) -> GracePeriod:
+    """The pods' grace period of ``request``'s BERT job: the checkpoint of the model it trains, and a step at the
+    sourced rate of that model on the group's instance type, or ``--step-seconds``."""
+    chosen = training_options(contract, request)
+    group = choose_node_group(contract, request.node_group)
+    model = chosen.get("model", options.parser().get_default("model"))
+    return job_grace_period(
+        model, group.instance_type, chosen["batch_size"], chosen["grad_accum_steps"], throughput_mb_s, request.step_seconds
+    )
+
+
+def bert_first_checkpoint_steps(contract: PlatformContract, request: JobRequest) -> int:
+    """The steps a new BERT run trains before its first checkpoint: its interval, or its last step if that comes
+    first, where the script writes one too (``training/pretrain_bert.py``: ``step == last_step``)."""
+    chosen = training_options(contract, request)
+    defaults = options.parser()
+    every = chosen.get("checkpoint_every", defaults.get_default("checkpoint_every"))
+    last = chosen.get("max_steps", defaults.get_default("max_steps"))
+    this_run = chosen.get("steps_this_run", defaults.get_default("steps_this_run"))
+    return min(every, last if this_run < 0 else min(last, this_run))
+
+
+def training_options(contract: PlatformContract, request: JobRequest) -> dict[str, Any]:
+    """The training module's options the job passes, by name: the launcher's own (its dataset, checkpoint and
+    TensorBoard directories on the shared volume, the tutorial's micro-batch and accumulation, a few steps for a
+    precompile), each replaced by the option of the same name given after `--`, and the other options given."""
+    try:
+        given = options.given(request.training_args)
+    except UsageError as error:
+        raise LaunchError(f"after --: {error}") from None
+    if "bf16" in given:
+        raise LaunchError("--bf16 after --: the launcher passes it itself (bf16 is its default); --no-bf16 turns it off")
+    group = choose_node_group(contract, request.node_group)
+    backend = contract.software(group).backend
+    if given.get("device", "auto") not in ("auto", backend):
+        raise LaunchError(
+            f"--device {given['device']} after --: node group {group.name}'s image trains on the {backend} backend; "
+            f"drop it (auto takes the image's) or pass --device {backend}"
+        )
+    chosen = {
+        "data_dir": f"{contract.datasets_path}/{DATASET}",
+        # The run's own: another node group's run of the same name never resumes from these checkpoints.
+        "output_dir": run_directory(contract, request.name, group),
+        "tensorboard_dir": f"{contract.tensorboard_log_path}/{request.name}",
+        "batch_size": 16,
+        "grad_accum_steps": 32,
+        **({"steps_this_run": PRECOMPILE_STEPS} if request.precompile else {}),
+        **given,
+    }
+    for name in VOLUME_OPTIONS:
+        on_shared_volume(contract, name, chosen[name])
+    return chosen
+
+
+def on_shared_volume(contract: PlatformContract, name: str, value: Any) -> None:
+    """Refuse a directory given after `--` that is not on the shared volume: a pod's own disk goes with the pod."""
+    path, mount = PurePosixPath(str(value)), PurePosixPath(contract.fsx_mount_path)
+    if ".." in path.parts or not path.is_relative_to(mount):
+        flag = "--" + name.replace("_", "-")
+        raise LaunchError(
+            f"{flag} {value} after --: not on the shared volume; give a path under {mount}, where every pod mounts it "
+            "(what a pod writes elsewhere is lost when it restarts)"
+        )

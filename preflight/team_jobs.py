@@ -1,0 +1,69 @@
+"""What a plan says of each team's room on each Trainium group: the largest job of whole nodes the team can run there,
+as `jobs.launch --team NAME --node-group GROUP` sizes its default job (``jobs.capacity.largest_admitted`` over the
+pods of the launcher's own one-node job, ``jobs.platform_job.whole_node_usage``), against the team's quota and queue
+as the stack's outputs publish them, and what stops one node more: a resource of the quota or the queue, or the
+group's size. ``largest_team_jobs`` computes them once; ``plan --json`` carries them as ``teamJobs`` and the text
+(``team_job_lines``) is printed from that same object."""
+
+from __future__ import annotations
+
+from jobs.capacity import largest_admitted
+from jobs.platform_job import whole_node_usage
+from trainium_eks.contract import ContractError, PlatformContract
+from trainium_eks.wording import counted
+
+PREVIEW = "not known in a preview: the stack's outputs the launcher reads are not"
+
+
+def _largest(contract: PlatformContract, group) -> dict:
+    software = contract.software(group)
+    workers = group.neuron_cores_per_node  # the launcher's default: a worker per NeuronCore
+    per_node = whole_node_usage(
+        contract, group, queue=contract.queues[0], image=software.training_image, backend=software.backend, workers=workers
+    )
+    largest = largest_admitted(contract, group, per_node)
+    bound = largest.bound
+    return {
+        "group": group.name,
+        "instanceType": group.instance_type,
+        "nodes": largest.nodes,
+        "workers": largest.nodes * workers,
+        # what stops one node more: None, the group's size
+        "limitedBy": None if bound is None else bound.name,
+        "resource": largest.resource,
+        "perNode": None if bound is None else float(per_node[largest.resource]),
+        "admitted": None if bound is None else float(bound.limits[largest.resource]),
+    }
+
+
+def largest_team_jobs(outputs: dict) -> dict:
+    """For each team the outputs declare, the largest job it can run on each Trainium group."""
+    try:
+        contract = PlatformContract.from_outputs(outputs)
+    except ContractError:
+        return {"teams": [], "notKnown": PREVIEW if outputs.get("teams") else None}
+    teams = []
+    for team in contract.teams:
+        workspace = contract.for_team(team.name)
+        teams.append({"team": team.name, "groups": [_largest(workspace, group) for group in workspace.node_groups]})
+    return {"teams": teams, "notKnown": None}
+
+
+def team_job_lines(team_jobs: dict) -> list[str]:
+    """Each team's largest job on each group, and what stops one node more."""
+    if team_jobs["notKnown"]:
+        return [f"Largest team jobs: {team_jobs['notKnown']}"]
+    lines = []
+    for team in team_jobs["teams"]:
+        lines.append(f"Largest job of team {team['team']} (jobs.launch --team {team['team']}), by node group:")
+        for group in team["groups"]:
+            size = f"{counted(group['nodes'], 'node')}, {counted(group['workers'], 'worker')}"
+            if group["limitedBy"] is None:
+                limit = "as many as the group holds"
+            else:
+                limit = (
+                    f"{group['resource']} limits it: {group['perNode']:g} a node, {group['limitedBy']} admits "
+                    f"{group['admitted']:g}"
+                )
+            lines.append(f"    {group['group']} ({group['instanceType']}): {size}; {limit}")
+    return lines
