@@ -90,10 +90,13 @@ CAPACITY_BLOCK_ANNOTATION = "trainium-eks/capacity-block-drain"
 CAPACITY_BLOCK_END_ANNOTATION = "trainium-eks/capacity-block-end"
 
 
-def capacity_block_end(contract: PlatformContract, request: JobRequest, args, now: datetime) -> str | None:
+def capacity_block_end(
+    contract: PlatformContract, request: JobRequest, args, grace: GracePeriod | None, now: datetime
+) -> str | None:
     """How long ``request``'s job can run in its group's active Capacity Blocks (``jobs.capacity_blocks``), read from
     ``--capacity-blocks`` or EC2, in words; refused in one line where it cannot reach its first checkpoint before
-    they end. None where the group runs in no block; a note where a ``--dryrun`` has no file to read them from."""
+    they end. None where the group runs in no block; a note where a ``--dryrun`` has no file to read them from.
+    ``grace``: the job's grace period (``launched_job``), whose step and checkpoint write it counts."""
     group = choose_node_group(contract, request.node_group)
     if not in_capacity_block(contract, group):
         if args.capacity_blocks is not None:
@@ -103,8 +106,7 @@ def capacity_block_end(contract: PlatformContract, request: JobRequest, args, no
         return "not read (the platform publishes no capacityBlockTag or capacityBlockId for the group: upgrade it)"
     if args.dryrun and args.capacity_blocks is None:
         return "not read (--dryrun reads no blocks from EC2; pass --capacity-blocks FILE)"
-    workload, throughput = WORKLOADS[args.workload], contract.fsx_throughput_mbps
-    grace = workload.grace_period(contract, request, throughput) if throughput is not None else None
+    workload = WORKLOADS[args.workload]
     first = FirstCheckpoint.of(
         contract.elastic(group),
         workload.first_checkpoint_steps(contract, request),
@@ -119,17 +121,18 @@ def capacity_block_end(contract: PlatformContract, request: JobRequest, args, no
     return time_in_blocks(blocks, group, first, now)
 
 
-def launched_job(contract: PlatformContract, request: JobRequest, workload: str = "bert") -> dict:
-    """The Volcano Job of ``workload`` for ``request``, its pods given the grace period a drain needs, refused where
-    its nodes run in a Capacity Block and that drain does not fit the block's window; on a platform older than contract
-    1.6.0, which publishes no file system throughput, Kubernetes' default, and the annotation says why."""
+def launched_job(contract: PlatformContract, request: JobRequest, workload: str = "bert") -> tuple[dict, GracePeriod | None]:
+    """The Volcano Job of ``workload`` for ``request``, its pods given the grace period a drain needs (returned beside
+    it), refused where its nodes run in a Capacity Block and that drain does not fit the block's window; on a platform
+    older than contract 1.6.0, which publishes no file system throughput, Kubernetes' default (None), and the annotation
+    says why."""
     job = WORKLOADS[workload].job(contract, request)
     if contract.fsx_throughput_mbps is None:
         job["metadata"]["annotations"][GRACE_PERIOD_ANNOTATION] = (
             f"Kubernetes' default {KUBERNETES_DEFAULT_GRACE_SECONDS} s: contract {contract.version} publishes no "
             "fsxThroughputMBps to size a drain's checkpoint write by; upgrade the platform stack"
         )
-        return job
+        return job, None
     grace = WORKLOADS[workload].grace_period(contract, request, contract.fsx_throughput_mbps)
     too_long = grace.beyond_bound()
     if too_long:
@@ -139,7 +142,7 @@ def launched_job(contract: PlatformContract, request: JobRequest, workload: str 
         if not grace.fits_capacity_block_window:
             raise LaunchError(f"--node-group {group.name}: {grace.capacity_block_verdict()}")
         job["metadata"]["annotations"][CAPACITY_BLOCK_ANNOTATION] = grace.capacity_block_verdict()
-    return with_grace_period(job, grace)
+    return with_grace_period(job, grace), grace
 
 
 def add_api_tunnel_option(p: OneLineParser) -> None:
@@ -223,9 +226,9 @@ def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
             checkpoint_gib=args.checkpoint_gib,
         )
         contract = workspace(read_contract(args.stack, args.outputs), args.team)
-        job = launched_job(contract, request, args.workload)
+        job, grace = launched_job(contract, request, args.workload)
         annotations = job["metadata"]["annotations"]
-        block_end = capacity_block_end(contract, request, args, now or datetime.now(UTC))
+        block_end = capacity_block_end(contract, request, args, grace, now or datetime.now(UTC))
         if block_end:
             annotations[CAPACITY_BLOCK_END_ANNOTATION] = block_end
         print(
