@@ -37,7 +37,7 @@ def software_entry(group: TrainiumNodeGroupConfig, repository_url: pulumi.Input[
         "generation": group.spec.generation,
         "trainingStack": stack.name,
         "trainingImage": pulumi.Output.concat(repository_url, ":", stack.image_tag),
-        "backend": stack.backend,
+        "backend": stack.backend.name,
         "neuronRuntime": stack.runtime.library,
         "nodeImageRelease": release.tag,
         "neuronDriver": release.neuron_driver,

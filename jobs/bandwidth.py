@@ -12,6 +12,7 @@ from jobs.check_pods import check_image, hardened, run_once, torchrun_check, two
 from jobs.components import COLLECTIVES_ENVIRONMENT, EFA_ENVIRONMENT, whole_node_resource
 from jobs.platform_job import add_platform_scheduling, group_software
 from trainium_eks import acceptance_floors, catalog
+from trainium_eks.backends import BACKENDS
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
 from trainium_eks.pod_security import root_pod_security_context
@@ -123,20 +124,18 @@ def efa_bandwidth(contract: PlatformContract, group: NodeGroup, nodes: int | Non
     return job
 
 
-# collective-bandwidth. PyTorch/XLA's collectives run when the step's graph is cut, not when all_reduce returns, so only
-# these backends' can be timed call by call (training/collective_bandwidth.py); trn1's are nccom-test's to measure.
-EAGER_COLLECTIVES = ("neuron",)
-
-
 def collective_bandwidth(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
     """torch.distributed's all-reduce across two whole nodes on the group's image and process group (one rank per
     NeuronCore), judged against the same floor of the line rate as nccom-test's (``acceptance_floors``: for trn2 an
     engineering choice, not a published figure)."""
     floor = acceptance_floors.ACCEPTANCE_BUS_BANDWIDTH_FRACTION.get(group.instance_type)
     software = group_software(contract, group)
-    if software.backend not in EAGER_COLLECTIVES:
+    # Only the backends whose collectives run when called can be timed call by call (training/collective_bandwidth.py);
+    # PyTorch/XLA's run when the step's graph is cut: trn1's are nccom-test's to measure.
+    if not BACKENDS[software.backend].eager_collectives:
+        eager = " or ".join(backend.name for backend in BACKENDS.values() if backend.eager_collectives and backend.generations)
         raise LaunchError(
-            f"collective-bandwidth: times torch.distributed on the {' or '.join(EAGER_COLLECTIVES)} backend; node group "
+            f"collective-bandwidth: times torch.distributed on the {eager} backend; node group "
             f"{group.name} trains with {software.training_stack} ({software.backend} backend), whose collectives "
             "efa-bandwidth measures with nccom-test"
         )

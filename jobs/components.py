@@ -8,12 +8,10 @@ claim, and sets the Neuron and EFA environment of the reference tutorial.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-
 from torchx import specs
 
-from trainium_eks import catalog, layout
+from trainium_eks import catalog, layout, versions
+from trainium_eks.backends import BACKENDS
 
 NEURON_DEVICE = layout.NEURON_DEVICE_RESOURCE
 EFA_DEVICE = layout.EFA_RESOURCE
@@ -28,6 +26,7 @@ JOB_VERSION_ENV = "VOLCANO_JOB_VERSION"
 JOB_VERSION_ANNOTATION = "volcano.sh/job-version"
 # The component's defaults are a node of the reference tutorial's; the launcher passes each node group's own.
 TUTORIAL_NODE = catalog.INSTANCE_TYPES["trn1.32xlarge"]
+TUTORIAL_BACKEND = versions.training_stack_of(TUTORIAL_NODE.generation).backend.name
 
 
 # The Neuron collectives over EFA: their bootstrap interface (the pod's primary interface) and libfabric's EFA provider.
@@ -35,49 +34,15 @@ COLLECTIVES_ENVIRONMENT = {"CCOM_SOCKET_IFNAME": "eth0"}
 EFA_ENVIRONMENT = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"}
 
 
-@dataclass(frozen=True)
-class Backend:
-    """What a job's environment and command depend on per PyTorch backend of the Neuron SDK (a training stack's
-    ``backend``): the variable that points its compiled-graph cache at the shared volume, its own variables, bf16's,
-    and the tool that compiles a job's graphs ahead of it (None: the job compiles them at its first steps)."""
-
-    cache_variable: str
-    cache_value: str  # the variable's value, ``{}`` standing for the cache directory
-    environment: Mapping[str, str]
-    bf16_environment: Mapping[str, str]
-    precompiler: str | None
-
-
-BACKENDS: Mapping[str, Backend] = {
-    # PyTorch/XLA: the compiler's persistent cache is its --cache_dir flag (Neuron docs, "Neuron Persistent Cache"),
-    # and neuron_parallel_compile traces a few steps to compile every graph ahead of the job.
-    "xla": Backend(
-        cache_variable="NEURON_CC_FLAGS",
-        cache_value="--cache_dir={}",
-        environment={"XLA_TRANSFER_SEED_ASYNC": "1"},
-        bf16_environment={"XLA_DOWNCAST_BF16": "1"},
-        precompiler="neuron_parallel_compile",
-    ),
-    # TorchNeuron: eager mode and torch.compile(backend="neuron") store each compiled graph (NEFF) in the persistent
-    # NEFF cache, TORCH_NEURONX_NEFF_CACHE_DIR (Neuron docs, "What are Neuron Compiler artifacts?", 2026-11-16);
-    # nothing compiles ahead of a job, whose first steps compile and fill it. bf16 is the training script's --bf16.
-    "neuron": Backend(
-        cache_variable="TORCH_NEURONX_NEFF_CACHE_DIR",
-        cache_value="{}",
-        environment={},
-        bf16_environment={},
-        precompiler=None,
-    ),
-}
-
-
-def training_environment(compile_cache: str, efa: bool, bf16: bool, backend: str = "xla") -> dict[str, str]:
+def training_environment(compile_cache: str, efa: bool, bf16: bool, backend: str = TUTORIAL_BACKEND) -> dict[str, str]:
+    """A job's environment on ``backend`` (``trainium_eks/backends.py``), its compiled graphs in ``compile_cache``."""
     chosen = BACKENDS[backend]
+    # compiled graphs on FSx, shared by every job of the same configuration (and the precompile job's)
+    cache = {chosen.cache_variable: chosen.cache_value.format(compile_cache)} if chosen.cache_variable else {}
     env = {
         "NEURON_RT_RESET_CORES": "1",  # start from clean NeuronCores when a pod restarts
         **chosen.environment,
-        # compiled graphs on FSx, shared by every job of the same configuration (and the precompile job's)
-        chosen.cache_variable: chosen.cache_value.format(compile_cache),
+        **cache,
         **COLLECTIVES_ENVIRONMENT,
         # Workers start their own store on every attempt. The agents' shared store keeps the previous attempt's
         # keys, and a node whose workers restart alone reads its peers' stale addresses and cannot connect
@@ -118,7 +83,7 @@ def trainium_ddp(
     claim_name: str = "fsx-claim",
     mount_path: str = "/data",
     compile_cache: str = "/data/neuron-compile-cache/default",
-    backend: str = "xla",
+    backend: str = TUTORIAL_BACKEND,
     bf16: bool = True,
     precompile: bool = False,
     max_restarts: int = 3,
@@ -160,6 +125,7 @@ def trainium_ddp(
         "--tee=3",
         "-m",
         module,
+        *("--device", backend),  # the script computes on the group's backend, or refuses an image without it
         *script_args,
         *(["--bf16"] if bf16 else []),
     ]

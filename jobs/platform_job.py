@@ -15,9 +15,10 @@ from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for
 
 from jobs import training_security
 from jobs.capacity import LaunchError, choose_node_group, job_usage, node_count, whole_node_share
-from jobs.components import BACKENDS, JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
+from jobs.components import JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
 from jobs.grace_period import MAX_GRACE_SECONDS, GracePeriod
 from trainium_eks import layout
+from trainium_eks.backends import BACKENDS
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup, NodeGroupSoftware
 

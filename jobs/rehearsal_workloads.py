@@ -86,7 +86,7 @@ def bert_training(request: RehearsalRequest) -> dict[str, str]:
 
 
 def titan_training(request: RehearsalRequest) -> dict[str, str]:
-    return {"--training.steps": str(request.steps), "--checkpoint.interval": str(CHECKPOINT_EVERY)}
+    return {"--device": "cpu", "--training.steps": str(request.steps), "--checkpoint.interval": str(CHECKPOINT_EVERY)}
 
 
 WORKLOADS = {

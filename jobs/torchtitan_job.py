@@ -35,13 +35,13 @@ from jobs.paths import run_directory
 from jobs.platform_job import COMPILE_CACHE_ANNOTATION, COMPILE_CACHE_INPUTS, JobRequest, placement, whole_node_job
 from jobs.titan_config import parse_titan_options, titan_compile_cache
 from training import titan_assets
+from trainium_eks.backends import BACKENDS, TORCHTITAN
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
 
 MODULE = "training.titan_train"
 CONFIGS = "training.titan_configs"  # the platform's TorchTitan configurations, which build the draining trainer
 SEED = 0  # --debug.seed: TorchTitan seeds nothing unless given one (config/configs.py:353)
-TORCHNEURON_GENERATIONS = ("trn2", "trn3")
 PARALLELISM_ANNOTATION = "trainium-eks/parallelism"
 RECIPE_ANNOTATION = "trainium-eks/titan-recipe"
 
@@ -203,10 +203,11 @@ def on_shared_volume(contract: PlatformContract, flag: str, value: str) -> None:
 def titan_job(contract: PlatformContract, request: JobRequest, recipe: TitanRecipe | None = None) -> dict:
     """The Volcano Job of ``request`` on its node group, with ``recipe`` (default: the group's tutorial recipe)."""
     group = choose_node_group(contract, request.node_group)
-    generation = contract.software(group).generation
-    if generation not in TORCHNEURON_GENERATIONS:
+    software = contract.software(group)
+    backend = BACKENDS.get(software.backend)
+    if backend is None or TORCHTITAN not in backend.workloads or software.generation not in backend.generations:
         raise LaunchError(
-            f"--node-group {group.name}: a {group.instance_type} is {generation}; TorchTitan Neuron runs on "
+            f"--node-group {group.name}: a {group.instance_type} is {software.generation}; TorchTitan Neuron runs on "
             "TorchNeuron, which trains Trn2 and Trn3 only; choose a trn2 or trn3 group"
         )
     recipe = recipe or recipe_of(group)

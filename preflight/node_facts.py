@@ -22,7 +22,7 @@ def _training_stack(group: TrainiumGroup) -> dict | None:
     return {
         "name": stack.name,
         "generations": list(stack.generations),
-        "backend": stack.backend,
+        "backend": stack.backend.name,
         "imageTag": stack.image_tag,
         "neuronSdk": stack.runtime.sdk,
         "neuronRuntime": stack.runtime.library,

@@ -15,10 +15,10 @@ import kubernetes_validate
 from support import evaluate, one_group
 
 from jobs import launch
-from jobs.components import BACKENDS
 from jobs.volcano_lifecycle import Policy, admission_problem
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import catalog, hardware, layout
+from trainium_eks.backends import BACKENDS
 
 # A fixture stack: one elastic group of two trn1.32xlarge (EFA), as the reference tutorial runs.
 TWO_EFA_NODES = one_group("trn1.32xlarge")

@@ -23,7 +23,7 @@ from job_outputs import (
 
 from jobs import acceptance, bert_job, launch, platform_job
 from jobs.capacity import LaunchError
-from jobs.components import AGENT_COMMAND, BACKENDS
+from jobs.components import AGENT_COMMAND
 from trainium_eks import acceptance_floors, catalog, hardware, layout, versions
 from trainium_eks.contract import PlatformContract
 
@@ -284,7 +284,7 @@ def test_the_checks_of_each_generation_run_its_image_on_its_devices_cores_and_in
         limits = container["resources"]["limits"]
         assert limits[layout.NEURON_DEVICE_RESOURCE] == str(spec.neuron_devices)
         assert limits[layout.EFA_RESOURCE] == str(spec.max_efa_interfaces)
-        assert BACKENDS[stack.backend].cache_variable in {e["name"] for e in container["env"]}
+        assert stack.backend.cache_variable in {e["name"] for e in container["env"]}
     tasks = jobs["efa-bandwidth"]["spec"]["tasks"]
     (launcher,) = [t for t in tasks if t["name"].startswith(acceptance.LAUNCHER)]
     script = launcher["template"]["spec"]["containers"][0]["command"][-1]
@@ -320,10 +320,10 @@ def test_the_training_step_check_trains_on_one_whole_node_of_the_group_with_its_
     assert container["image"] == f"{contract.ecr_repository_url}:{stack.image_tag}"
     assert container["resources"]["limits"][layout.NEURON_DEVICE_RESOURCE] == str(group.neuron_devices_per_node)
     environment = {e["name"]: e.get("value") for e in container["env"]}
-    assert environment[BACKENDS[stack.backend].cache_variable].startswith(
-        BACKENDS[stack.backend].cache_value.format(contract.neuron_compile_cache_path)
+    assert environment[stack.backend.cache_variable].startswith(
+        stack.backend.cache_value.format(contract.neuron_compile_cache_path)
     )
-    assert all(environment.get(k) == v for k, v in BACKENDS[stack.backend].bf16_environment.items())
+    assert all(environment.get(k) == v for k, v in stack.backend.bf16_environment.items())
     assert job["spec"]["policies"] == [
         {"event": "PodFailed", "action": "TerminateJob"},
         {"event": "PodEvicted", "action": "TerminateJob"},
@@ -341,7 +341,9 @@ def test_the_collective_bandwidth_check_times_torch_distributed_on_two_trn2_node
     floor = acceptance_floors.ACCEPTANCE_BUS_BANDWIDTH_FRACTION[group.instance_type]
     line_rate = catalog.INSTANCE_TYPES[group.instance_type].network_bandwidth_gbps
     arguments = command[command.index("-m") + 2 :]
-    assert arguments == ["--line-rate-gbps", f"{line_rate:g}", "--min-fraction", f"{floor:g}"]
+    # the launcher names the group's backend; the check refuses an image without it
+    device = ["--device", contract.software(group).backend]
+    assert arguments == [*device, "--line-rate-gbps", f"{line_rate:g}", "--min-fraction", f"{floor:g}"]
     assert "--max-restarts=0" in command  # a rerun after a result below the floor could pass by luck
     for template in pod_templates(job):
         limits = template["spec"]["containers"][0]["resources"]["limits"]

@@ -71,7 +71,7 @@ def test_without_the_platforms_endpoints_the_pull_goes_through_nat_slower_and_bi
 def test_each_group_compiles_as_its_training_stack_does_and_the_native_compile_is_named_not_invented():
     found = {step["group"].split("-")[1]: step for step in steps("staging", fixture=True, **TWO_GENERATIONS).values()}
     xla, native = terms(found["trn1"])["graph compilation"], terms(found["trn2"])["graph compilation"]
-    assert TRN1_STACK.precompiles and not TRN2_STACK.precompiles
+    assert TRN1_STACK.backend.precompiler and not TRN2_STACK.backend.precompiler
     # PyTorch/XLA: neuron_parallel_compile ahead of the job, the tutorial's figure; a warm cache skips it.
     assert xla["minutes"] == first_step.COMPILE_MINUTES and xla["coldOnly"]
     assert TRN1_STACK.name in xla["source"] and "neuron_parallel_compile" in xla["source"]

@@ -20,8 +20,8 @@ from job_outputs import (
 from support import STACKS, run_preflight
 
 from jobs import bert_job
-from jobs.components import BACKENDS
 from trainium_eks import catalog, layout
+from trainium_eks.backends import BACKENDS
 from trainium_eks.contract import ContractError, PlatformContract
 
 pytestmark = pytest.mark.stacks

@@ -65,7 +65,7 @@ def test_plan_json_holds_the_generation_stack_node_image_and_address_facts_the_t
         assert (stack["name"], stack["imageTag"], stack["backend"]) == (
             group.stack.name,
             group.stack.image_tag,
-            group.stack.backend,
+            group.stack.backend.name,
         )
         assert (stack["neuronRuntime"], stack["drivers"]) == (group.stack.runtime.library, group.stack.runtime.drivers)
         assert (image["release"], image["neuronDriver"]) == (group.release.tag, group.release.neuron_driver)

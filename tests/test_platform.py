@@ -114,7 +114,7 @@ def test_each_group_publishes_what_it_runs(stack_plan):
             "generation": group.spec.generation,
             "trainingStack": stack.name,
             "trainingImage": f"{stack_plan.outputs['ecrRepositoryUrl']}:{stack.image_tag}",
-            "backend": stack.backend,
+            "backend": stack.backend.name,
             "neuronRuntime": stack.runtime.library,
             "nodeImageRelease": group.node_image.release,
             "neuronDriver": release.neuron_driver,

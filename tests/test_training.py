@@ -145,8 +145,7 @@ def test_allreduce_check_sums_ranks(monkeypatch):
     monkeypatch.setenv("MASTER_PORT", str(port))
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "1")
-    monkeypatch.setenv("ALLREDUCE_DEVICE", "cpu")
-    assert allreduce_check.main() == 1.0
+    assert allreduce_check.main(["--device", "cpu"]) == 1.0
 
 
 def test_metrics_lines_are_json(shards, tmp_path):

@@ -1,16 +1,21 @@
 """Acceptance check: an all-reduce across every worker of a multi-node job (over EFA on Trainium).
 
-Each worker contributes its rank + 1; the sum must be world * (world + 1) / 2 everywhere. Exits non-zero otherwise.
+    torchrun ... -m training.allreduce_check [--device auto]
+
+Each worker contributes its rank + 1; the sum must be world * (world + 1) / 2 everywhere. Exits non-zero otherwise;
+2 for a bad option or a backend the image lacks (one line on stderr).
 """
 
 from __future__ import annotations
 
-import os
+import sys
 
 import torch
 import torch.distributed as dist
 
 from training import backend as backends
+from trainium_eks.backends import EFA_ALLREDUCE
+from trainium_eks.cli import OneLineParser, UsageError, one_line
 
 
 def check_sum(device: torch.device) -> float:
@@ -27,8 +32,18 @@ def check_sum(device: torch.device) -> float:
     return total
 
 
-def main() -> float:
-    backend = backends.select(os.environ.get("ALLREDUCE_DEVICE", "auto"))
+def parser() -> OneLineParser:
+    p = OneLineParser(prog="python -m training.allreduce_check", description=__doc__.splitlines()[0])
+    p.add_argument("--device", choices=backends.device_choices(EFA_ALLREDUCE), default="auto", help="as training.pretrain_bert's")
+    return p
+
+
+def main(argv: list[str] | None = None) -> float:
+    try:
+        backend = backends.select(parser().parse_args(argv).device)
+    except (UsageError, backends.MissingBackend) as error:
+        print(f"error: {one_line(str(error))}", file=sys.stderr)
+        raise SystemExit(2) from None
     dist.init_process_group(backend.process_group)
     try:
         return check_sum(backend.device())

@@ -1,4 +1,6 @@
-"""Where the training script computes: what differs between PyTorch/XLA, TorchNeuron and CPUs, chosen once.
+"""Where the training script computes: what differs between PyTorch/XLA, TorchNeuron and CPUs in torch, chosen once
+(``--device``). What each backend is (its device type, process group, compiler, bf16) is its record in
+``trainium_eks/backends.py``; this module adds the torch calls.
 
 - ``xla``: PyTorch/XLA on the trn1 image (``training/Dockerfile``). The "xla" process group; gradients all-reduced by
   ``xm.optimizer_step``, the step's graph cut and run by ``torch_xla.sync()``; bf16 through ``XLA_DOWNCAST_BF16``,
@@ -21,6 +23,8 @@ import torch
 import torch.distributed as dist
 from torch.optim import Optimizer
 
+from trainium_eks import backends as records
+
 try:  # present in the trn1 training image, absent elsewhere
     import torch_xla
     import torch_xla.core.xla_model as xm
@@ -31,12 +35,6 @@ except ImportError:
 
 def _xla_present() -> bool:
     return xm is not None
-
-
-def _neuron_present() -> bool:
-    """TorchNeuron is the process's accelerator (it registers itself when torch is imported)."""
-    accelerator = torch.accelerator.current_accelerator()
-    return accelerator is not None and accelerator.type == "neuron"
 
 
 def _xla_device() -> torch.device:
@@ -58,28 +56,57 @@ def _xla_barrier() -> None:
 
 @dataclass(frozen=True)
 class Backend:
-    """One way to compute (``--device``): the device, the process group, and what the training loop does
-    differently on it."""
+    """One way to compute (``--device``): its record, and the torch calls that differ on it. By default it is present
+    where torch's accelerator is its device type (TorchNeuron registers itself when torch is imported; "code that uses
+    torch.accelerator needs no change"), always on CPUs; its device is torch.device of its type; DDP all-reduced the
+    gradients the optimizer steps with; torch.distributed's barrier."""
 
-    name: str  # the --device value
-    process_group: str  # torch.distributed backend
-    ddp: bool  # DistributedDataParallel all-reduces the gradients (on XLA, optimizer_step does)
-    autocast: bool  # bf16 through torch.autocast on the device (on XLA: XLA_DOWNCAST_BF16 from the launcher)
-    compiler: str | None  # torch.compile backend; None: the model runs as it is
-    provided_by: str  # what provides it, for the line that refuses it where it is missing
-    present: Callable[[], bool]
-    make_device: Callable[[], torch.device]
+    record: records.Backend
+    detect: Callable[[], bool] | None = None  # whether the image provides it; None: the default above
+    make_device: Callable[[], torch.device] | None = None
     optimizer_step: Callable[[Optimizer], None] = _optimizer_step
     barrier: Callable[[], None] = dist.barrier
 
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def process_group(self) -> str:
+        return self.record.process_group
+
+    @property
+    def ddp(self) -> bool:
+        return self.record.ddp
+
+    @property
+    def autocast(self) -> bool:
+        return self.record.autocast
+
+    @property
+    def compiler(self) -> str | None:
+        return self.record.compiler
+
+    @property
+    def provided_by(self) -> str:
+        return self.record.provided_by
+
+    def present(self) -> bool:
+        if self.detect is not None:
+            return self.detect()
+        if self.record.device_type == "cpu":
+            return True
+        accelerator = torch.accelerator.current_accelerator()
+        return accelerator is not None and accelerator.type == self.record.device_type
+
     def device(self) -> torch.device:
-        return self.make_device()
+        return self.make_device() if self.make_device else torch.device(self.record.device_type)
 
     def compile(self, module: torch.nn.Module) -> torch.nn.Module:
         return torch.compile(module, backend=self.compiler) if self.compiler else module
 
     def autocast_context(self, bf16: bool):
-        return torch.autocast(self.name, dtype=torch.bfloat16) if bf16 and self.autocast else nullcontext()
+        return torch.autocast(self.record.device_type, dtype=torch.bfloat16) if bf16 and self.autocast else nullcontext()
 
     def agree(self, flag: bool, distributed: bool) -> bool:
         """Whether any worker raised ``flag``: every worker gets the same answer at the same step."""
@@ -90,41 +117,17 @@ class Backend:
         return bool(raised.item())
 
 
-# In the order --device auto tries them.
-BACKENDS: dict[str, Backend] = {
-    "xla": Backend(
-        name="xla",
-        process_group="xla",
-        ddp=False,
-        autocast=False,
-        compiler=None,
-        provided_by="torch-xla (the PyTorch/XLA training image, training/Dockerfile)",
-        present=_xla_present,
-        make_device=_xla_device,
-        optimizer_step=_xla_optimizer_step,
-        barrier=_xla_barrier,
-    ),
-    "neuron": Backend(
-        name="neuron",
-        process_group="neuron",
-        ddp=True,
-        autocast=True,
-        compiler="neuron",
-        provided_by="TorchNeuron, torch-neuronx 2.13 or later (the native training image, training/Dockerfile.native)",
-        present=_neuron_present,
-        make_device=lambda: torch.device("neuron"),
-    ),
-    "cpu": Backend(
-        name="cpu",
-        process_group="gloo",
-        ddp=True,
-        autocast=True,
-        compiler=None,
-        provided_by="PyTorch",
-        present=lambda: True,
-        make_device=lambda: torch.device("cpu"),
-    ),
+# PyTorch/XLA's own calls, keyed by its record's name: the other backends take the defaults.
+XLA_CALLS = {
+    "xla": {"detect": _xla_present, "make_device": _xla_device, "optimizer_step": _xla_optimizer_step, "barrier": _xla_barrier}
 }
+# In the order --device auto tries them (the records').
+BACKENDS: dict[str, Backend] = {name: Backend(record, **XLA_CALLS.get(name, {})) for name, record in records.BACKENDS.items()}
+
+
+def device_choices(workload: str) -> tuple[str, ...]:
+    """A script's --device choices: auto, and the backends that run ``workload`` (``trainium_eks/backends.py``)."""
+    return ("auto", *records.running(workload))
 
 
 class MissingBackend(ValueError):

@@ -29,6 +29,7 @@ import torch.distributed as dist
 from training import backend as backends
 from training.allreduce_check import check_sum
 from training.bus_bandwidth_check import GIB, Measurement, fraction, judge, positive_number
+from trainium_eks.backends import COLLECTIVE_BANDWIDTH
 from trainium_eks.cli import OneLineParser, UsageError, one_line
 
 FLOAT32_BYTES = 4
@@ -58,7 +59,7 @@ def count(text: str) -> int:
 
 def parser() -> OneLineParser:
     p = OneLineParser(prog="python -m training.collective_bandwidth", description=__doc__.splitlines()[0])
-    p.add_argument("--device", choices=[name for name in backends.BACKENDS if name != "xla"] + ["auto"], default="auto")
+    p.add_argument("--device", choices=backends.device_choices(COLLECTIVE_BANDWIDTH), default="auto")
     p.add_argument("--line-rate-gbps", type=positive_number, required=True, help="EFA bandwidth of one node, in Gbps")
     p.add_argument("--min-fraction", type=fraction, required=True, help="the floor, as a fraction of the line rate")
     # nccom-test's sizes in jobs/bandwidth.py start at 64 MiB too: large enough to reach the fabric's plateau.
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.min_bytes > args.max_bytes:
             raise UsageError(f"--min-bytes {args.min_bytes}: more than --max-bytes {args.max_bytes}; swap them")
         backend = backends.select(args.device)
-        if backend.name == "xla":
+        if not backend.record.eager_collectives:
             raise UsageError(
                 "--device auto: this image computes with PyTorch/XLA, whose collectives run when the graph is cut, so "
                 "all_reduce cannot be timed here; check trn1 groups with nccom-test (jobs.acceptance efa-bandwidth)"

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainium_eks.cli import OneLineParser  # the training image ships trainium_eks/cli.py
+from trainium_eks import backends  # the training image ships trainium_eks/backends.py and cli.py
+from trainium_eks.cli import OneLineParser
 
 # BERT-large, uncased: the values of google-bert/bert-large-uncased's config.json on the Hugging Face Hub, the
 # model the reference tutorial pretrains (its vocabulary of 30522 WordPiece tokens is the dataset's).
@@ -95,7 +96,7 @@ OPTIONS = (
         "--device",
         "where to compute: auto takes what the image provides (torch-xla: xla; TorchNeuron: neuron; else cpu)",
         default="auto",
-        choices=("auto", "xla", "neuron", "cpu"),  # training/backend.py's BACKENDS
+        choices=("auto", *backends.running(backends.BERT)),
     ),
     Option("--batch-size", "sequences per worker per micro-batch", whole_number(1), 16),
     Option("--grad-accum-steps", "micro-batches per optimizer step", whole_number(1), 32),

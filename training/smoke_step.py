@@ -18,6 +18,7 @@ from pathlib import Path
 from training import backend as backends
 from training import checkpoint, options, pretrain_bert
 from training.data import write_synthetic_shard
+from trainium_eks.backends import TRAIN_STEP
 from trainium_eks.cli import OneLineParser, UsageError, one_line
 
 BATCH_SIZE = 2  # sequences per rank: the shard holds one batch for every rank
@@ -27,7 +28,7 @@ MASKED_POSITIONS = 5
 
 def parser() -> OneLineParser:
     p = OneLineParser(prog="python -m training.smoke_step", description=__doc__.splitlines()[0])
-    p.add_argument("--device", choices=("auto", *backends.BACKENDS), default="auto", help="as training.pretrain_bert's")
+    p.add_argument("--device", choices=backends.device_choices(TRAIN_STEP), default="auto", help="as training.pretrain_bert's")
     p.add_argument("--bf16", action="store_true", help="compute in bfloat16, as a training job does")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/one-step"), help="a fresh directory for the shard and checkpoint")
     return p

@@ -24,6 +24,10 @@ where no accelerator is present, does the least that makes TorchTitan 0.3.0 trai
    distributed_c10d.py:6343-6346). Both modules bind ``device_module`` when imported (metrics.py:21,
    distributed/utils.py:30), after the shim has replaced it.
 
+The launcher passes the group's backend as ``--device`` (the other training scripts' option), which TorchTitan does not
+know: ``main`` takes it off the command line and refuses, in one line, a backend that is not the device TorchTitan
+found here (``neuron`` on the native image, ``cpu`` on the rehearsal's CPUs).
+
 The third CPU difference, gloo's lack of ``PREMUL_SUM``, is the draining trainer's (``training.titan_trainer``).
 
 Torch itself needs nothing more: the rehearsal runs torch 2.14.1, the patch release of the native image's 2.14.0
@@ -97,10 +101,31 @@ ON_CPU = use_cpu_without_accelerator()
 from torchtitan.tools.logging import logger  # noqa: E402
 from torchtitan.train import main as titan_main  # noqa: E402
 
+from training import backend as backends  # noqa: E402
 from training.run_record import ResumeRefused  # noqa: E402
+from trainium_eks.backends import TORCHTITAN  # noqa: E402
+from trainium_eks.cli import OneLineParser, UsageError, one_line  # noqa: E402
+
+
+def without_device(argv: list[str]) -> list[str]:
+    """``argv`` without its ``--device NAME``, which TorchTitan would not parse; ``UsageError`` or ``MissingBackend``
+    for a backend the image cannot run TorchTitan on."""
+    parser = OneLineParser(prog="python -m training.titan_train", add_help=False, allow_abbrev=False)
+    parser.add_argument("--device", choices=backends.device_choices(TORCHTITAN), default="auto")
+    chosen, titan_argv = parser.parse_known_args(argv)
+    backend = backends.select(chosen.device)
+    found = "cpu" if ON_CPU else torch.accelerator.current_accelerator().type
+    if backend.record.device_type != found:
+        raise UsageError(f"--device {chosen.device}: TorchTitan computes on this image's {found} device; pass --device {found}")
+    return titan_argv
 
 
 def main() -> None:
+    try:
+        sys.argv[1:] = without_device(sys.argv[1:])
+    except (UsageError, backends.MissingBackend) as error:
+        print(f"error: {one_line(str(error))}", file=sys.stderr)
+        sys.exit(2)
     if ON_CPU:
         logger.info("no accelerator: TorchTitan computes on the CPU with gloo (the CPU shim of training/titan_train.py)")
     try:

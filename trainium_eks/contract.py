@@ -216,7 +216,7 @@ class PlatformContract(BaseModel):
             generation=spec.generation if spec else "",
             trainingStack=stack.name,
             trainingImage=f"{self.ecr_repository_url}:{stack.image_tag}",
-            backend=stack.backend,
+            backend=stack.backend.name,
             neuronRuntime=stack.runtime.library,
         )
 

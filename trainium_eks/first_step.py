@@ -113,7 +113,7 @@ def _compile(stack: versions.TrainingStack | None) -> Term:
         return Term(
             "graph compilation", None, "not counted: the nodes carry no training stack the platform knows", cold_only=True
         )
-    if stack.precompiles:
+    if stack.backend.precompiler:
         source = f"{stack.name}: the tutorial's neuron_parallel_compile of BERT-large, 6 graphs"
         return Term("graph compilation", COMPILE_MINUTES, source, cold_only=True)
     return Term("graph compilation", None, f"{stack.name}: {NATIVE_COMPILE}", cold_only=True)

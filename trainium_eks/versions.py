@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainium_eks.backends import BACKENDS, Backend
+
 # EKS versions in standard support on 2026-12-02 plus 1.34, whose extended support began that day
 # (awsdocs/amazon-eks-user-guide kubernetes-versions.adoc), that the pinned Volcano also supports: Volcano
 # 1.15's Kubernetes compatibility table (volcano-sh/volcano README) ends at 1.35, so 1.36 waits for a Volcano
@@ -150,13 +152,12 @@ class TrainingStack:
 
     name: str  # a label value: nodes carry it as trainium-eks/training-stack
     generations: tuple[str, ...]  # hardware.Generation names it trains on
-    backend: str  # the torch device the training script moves to: "xla" (PyTorch/XLA) or "neuron" (TorchNeuron)
+    backend: Backend  # what the training script computes on (trainium_eks/backends.py)
     dockerfile: str
     target: str
     image_tag: str  # ECR tags are immutable: bump it with every change to what the image holds
     runtime: NeuronRuntime
     default_node_image_release: str
-    precompiles: bool  # whether neuron_parallel_compile fills the compile cache ahead of a job (XLA's graphs only)
     build_args: tuple[tuple[str, str | None], ...] = ()  # (ARG, value) of the Dockerfile, set from this module
 
 
@@ -179,24 +180,22 @@ TRAINING_STACKS = {
         TrainingStack(
             name="pytorch-xla-2.30",
             generations=("trn1",),
-            backend="xla",
+            backend=BACKENDS["xla"],
             dockerfile="training/Dockerfile",
             target="train",
             image_tag="bert-pretrain-1.2.0",
             runtime=XLA_RUNTIME,
             default_node_image_release="v20260625",
-            precompiles=True,
         ),
         TrainingStack(
             name="torchneuron-2.33",
             generations=("trn2",),
-            backend="neuron",
+            backend=BACKENDS["neuron"],
             dockerfile="training/Dockerfile.native",
             target="train",
             image_tag="torchneuron-train-1.1.0",
             runtime=NATIVE_RUNTIME,
             default_node_image_release="v20260714",
-            precompiles=False,
             build_args=(("TORCHTITAN_NEURON_COMMIT", TORCHTITAN_NEURON_COMMIT),),
         ),
     )

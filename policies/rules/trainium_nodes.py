@@ -117,7 +117,7 @@ def training_stack_fits_generation(graph: Graph, config: dict) -> Iterator[Viola
             gives = f"{layout.TRAINING_STACK_LABEL}={value!r}, a training stack trainium_eks/versions.py does not declare"
         elif generation not in stack.generations:
             gives = (
-                f"training stack {stack.name} (its {stack.backend} image :{stack.image_tag}), which trains "
+                f"training stack {stack.name} (its {stack.backend.name} image :{stack.image_tag}), which trains "
                 f"{', '.join(stack.generations)}, not {generation}"
             )
         else:
