@@ -149,12 +149,13 @@ def group_software(contract: PlatformContract, group: NodeGroup, *, precompile: 
     """What ``group``'s jobs run (``PlatformContract.software``), refusing a backend this launcher does not know and a
     precompile on a backend that compiles at a job's first steps."""
     software = contract.software(group)
-    if software.backend not in BACKENDS:
+    backend = BACKENDS.get(software.backend)
+    if backend is None or not backend.generations:  # the CPU backend is the rehearsal's, never a node group's
         raise LaunchError(
             f"--node-group {group.name}: its training stack {software.training_stack} runs the PyTorch backend "
             f"'{software.backend}', which this launcher does not know; upgrade trainium-eks's job tools"
         )
-    if precompile and BACKENDS[software.backend].precompiler is None:
+    if precompile and backend.precompiler is None:
         raise LaunchError(
             f"--precompile: node group {group.name} trains with {software.training_stack} ({software.backend} backend), "
             f"which compiles its graphs at a job's first steps into {contract.neuron_compile_cache_path}, where the "

@@ -1,22 +1,32 @@
 """One training script for every backend (`training/backend.py`): what each backend maps to, that `--device auto` takes
-what the image provides, and that a named backend the image lacks is refused in one line. Only the CPU runs here: the
+what the image provides, that a named backend the image lacks is refused in one line by every training program, and
+that every job the launcher builds names its group's backend to the script. Only the CPU runs here: the
 XLA and native paths are checked by what they would call, not run."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
 import pytest
 import torch
+from job_outputs import NO_EFA, TWO_GENERATIONS, pod_templates, stack_outputs
 from torch._dynamo.exc import InvalidBackend
 
+from jobs import acceptance, bert_job, torchtitan_job
+from jobs.components import AGENT_COMMAND
+from jobs.platform_job import JobRequest
 from preflight.stackfile import REPO_ROOT
 from training import backend as backends
 from training import options
+from trainium_eks import backends as records
+from trainium_eks.contract import PlatformContract
 
 DEVICE = next(option for option in options.OPTIONS if option.flag == "--device")
 ABSENT = [name for name, backend in backends.BACKENDS.items() if not backend.present()]
+TRAINING_ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}  # the image's PYTHONPATH: its code, not the current directory
 
 
 def test_every_backend_is_a_device_choice_and_auto_is_the_default():
@@ -68,3 +78,49 @@ def test_bf16_autocasts_on_the_cpu_and_not_when_off():
         assert torch.mm(torch.ones(2, 2), torch.ones(2, 2)).dtype == torch.bfloat16
     with cpu.autocast_context(bf16=False):
         assert torch.mm(torch.ones(2, 2), torch.ones(2, 2)).dtype == torch.float32
+
+
+# Every training program the launcher's jobs run, and the workload whose --device choices it takes.
+PROGRAMS = {
+    "training.pretrain_bert": records.BERT,
+    "training.titan_train": records.TORCHTITAN,
+    "training.allreduce_check": records.EFA_ALLREDUCE,
+    "training.smoke_step": records.TRAIN_STEP,
+    "training.collective_bandwidth": records.COLLECTIVE_BANDWIDTH,
+}
+
+
+@pytest.mark.parametrize(
+    ("module", "device"),
+    [(module, device) for module, workload in PROGRAMS.items() for device in ABSENT if device in records.running(workload)],
+)
+def test_every_training_program_refuses_a_backend_its_image_lacks_in_one_line(module, device, tmp_path):
+    required = {
+        "training.pretrain_bert": ["--data-dir", str(tmp_path / "none"), "--output-dir", str(tmp_path / "out")],
+        "training.collective_bandwidth": ["--line-rate-gbps", "100", "--min-fraction", "0.5"],
+    }.get(module, [])
+    command = [sys.executable, "-m", module, "--device", device, *required]
+    result = subprocess.run(command, cwd=tmp_path, env=TRAINING_ENV, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert f"--device {device} needs {backends.BACKENDS[device].provided_by}" in line and "--device cpu" in line
+
+
+@pytest.mark.stacks
+@pytest.mark.parametrize("stack", [{}, NO_EFA, TWO_GENERATIONS], ids=["staging", "no-efa", "two-generations"])
+def test_every_job_names_its_groups_backend_to_the_script(stack):
+    """Whatever it runs (BERT, TorchTitan where the backend trains it, the acceptance checks that run torch), a job
+    passes ``--device`` with its node group's backend, right after the module, so the script computes on it."""
+    contract = PlatformContract.from_outputs(json.loads(stack_outputs("staging", **stack)))
+    for group in contract.node_groups:
+        backend = records.BACKENDS[contract.software(group).backend]
+        request = JobRequest(name="berttrain", node_group=group.name, nodes=1, step_seconds=1.0)
+        jobs = [bert_job.volcano_job(contract, request)]
+        if records.TORCHTITAN in backend.workloads and contract.software(group).generation in backend.generations:
+            jobs.append(torchtitan_job.titan_job(contract, request))
+        jobs.append(acceptance.train_step(contract, group))
+        for job in jobs:
+            for template in pod_templates(job):
+                command = template["spec"]["containers"][0]["command"]
+                module = command.index("-m", len(AGENT_COMMAND)) + 1  # torchrun's, after the entrypoint's
+                assert command[module + 1 : module + 3] == ["--device", backend.name], (group.name, command[module])

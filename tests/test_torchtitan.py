@@ -73,8 +73,11 @@ def test_a_trn2_job_runs_the_tutorial_configuration_on_every_neuron_core_of_the_
 
 
 def titan_arguments(job: dict) -> list[str]:
+    """The options TorchTitan parses: the script's, without the launcher's ``--device`` (training.titan_train takes it)."""
     command = container(job)["command"]
-    return command[command.index(MODULE) + 1 :]
+    script = command[command.index(MODULE) + 1 :]
+    device = script.index("--device")
+    return script[:device] + script[device + 2 :]
 
 
 def test_the_trn2_command_line_is_accepted_by_torchtitans_parser_option_by_option():

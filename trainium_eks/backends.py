@@ -39,9 +39,6 @@ class Backend:
     trains: tuple[str, ...]  # the training programs it runs (``jobs.launch --workload``)
     provided_by: str  # what provides it in an image, for the line that refuses it where it is missing
 
-    def __str__(self) -> str:
-        return self.name
-
     def __hash__(self) -> int:  # its mappings have no hash; its name identifies it
         return hash(self.name)
 
