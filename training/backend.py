@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 import torch.distributed as dist
@@ -55,58 +55,33 @@ def _xla_barrier() -> None:
 
 
 @dataclass(frozen=True)
-class Backend:
-    """One way to compute (``--device``): its record, and the torch calls that differ on it. By default it is present
-    where torch's accelerator is its device type (TorchNeuron registers itself when torch is imported; "code that uses
-    torch.accelerator needs no change"), always on CPUs; its device is torch.device of its type; DDP all-reduced the
-    gradients the optimizer steps with; torch.distributed's barrier."""
+class Backend(records.Backend):
+    """One way to compute (``--device``): its record's data, and the torch calls that differ on it. By default it is
+    present where torch's accelerator is its device type (TorchNeuron registers itself when torch is imported; "code
+    that uses torch.accelerator needs no change"), always on CPUs; its device is torch.device of its type; DDP
+    all-reduced the gradients the optimizer steps with; torch.distributed's barrier."""
 
-    record: records.Backend
     detect: Callable[[], bool] | None = None  # whether the image provides it; None: the default above
     make_device: Callable[[], torch.device] | None = None
     optimizer_step: Callable[[Optimizer], None] = _optimizer_step
     barrier: Callable[[], None] = dist.barrier
 
-    @property
-    def name(self) -> str:
-        return self.record.name
-
-    @property
-    def process_group(self) -> str:
-        return self.record.process_group
-
-    @property
-    def ddp(self) -> bool:
-        return self.record.ddp
-
-    @property
-    def autocast(self) -> bool:
-        return self.record.autocast
-
-    @property
-    def compiler(self) -> str | None:
-        return self.record.compiler
-
-    @property
-    def provided_by(self) -> str:
-        return self.record.provided_by
-
     def present(self) -> bool:
         if self.detect is not None:
             return self.detect()
-        if self.record.device_type == "cpu":
+        if self.device_type == "cpu":
             return True
         accelerator = torch.accelerator.current_accelerator()
-        return accelerator is not None and accelerator.type == self.record.device_type
+        return accelerator is not None and accelerator.type == self.device_type
 
     def device(self) -> torch.device:
-        return self.make_device() if self.make_device else torch.device(self.record.device_type)
+        return self.make_device() if self.make_device else torch.device(self.device_type)
 
     def compile(self, module: torch.nn.Module) -> torch.nn.Module:
         return torch.compile(module, backend=self.compiler) if self.compiler else module
 
     def autocast_context(self, bf16: bool):
-        return torch.autocast(self.record.device_type, dtype=torch.bfloat16) if bf16 and self.autocast else nullcontext()
+        return torch.autocast(self.device_type, dtype=torch.bfloat16) if bf16 and self.autocast else nullcontext()
 
     def agree(self, flag: bool, distributed: bool) -> bool:
         """Whether any worker raised ``flag``: every worker gets the same answer at the same step."""
@@ -122,7 +97,10 @@ XLA_CALLS = {
     "xla": {"detect": _xla_present, "make_device": _xla_device, "optimizer_step": _xla_optimizer_step, "barrier": _xla_barrier}
 }
 # In the order --device auto tries them (the records').
-BACKENDS: dict[str, Backend] = {name: Backend(record, **XLA_CALLS.get(name, {})) for name, record in records.BACKENDS.items()}
+BACKENDS: dict[str, Backend] = {
+    name: Backend(**{field.name: getattr(record, field.name) for field in fields(record)}, **XLA_CALLS.get(name, {}))
+    for name, record in records.BACKENDS.items()
+}
 
 
 def device_choices(workload: str) -> tuple[str, ...]:

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.min_bytes > args.max_bytes:
             raise UsageError(f"--min-bytes {args.min_bytes}: more than --max-bytes {args.max_bytes}; swap them")
         backend = backends.select(args.device)
-        if not backend.record.eager_collectives:
+        if not backend.eager_collectives:
             raise UsageError(
                 "--device auto: this image computes with PyTorch/XLA, whose collectives run when the graph is cut, so "
                 "all_reduce cannot be timed here; check trn1 groups with nccom-test (jobs.acceptance efa-bandwidth)"

@@ -115,7 +115,7 @@ def without_device(argv: list[str]) -> list[str]:
     chosen, titan_argv = parser.parse_known_args(argv)
     backend = backends.select(chosen.device)
     found = "cpu" if ON_CPU else torch.accelerator.current_accelerator().type
-    if backend.record.device_type != found:
+    if backend.device_type != found:
         raise UsageError(f"--device {chosen.device}: TorchTitan computes on this image's {found} device; pass --device {found}")
     return titan_argv
 
