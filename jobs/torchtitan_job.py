@@ -1,6 +1,6 @@
 """The Volcano Job of an LLM pre-training run with TorchTitan (``training.titan_train``) on a trn2/trn3 node group.
 
-Built from the platform's contract as `jobs.launch` builds BERT's (``whole_node_job``: torchrun with the etcd
+Built from the platform's contract as BERT's is (``jobs.workload.training_job``: torchrun with the etcd
 rendezvous, whole nodes with every Neuron device and EFA interface, the shared volume, the queue, the Trainium taint,
 the group's node selector), with TorchTitan's options:
 

@@ -1,9 +1,10 @@
-"""A training workload of the platform's (BERT, TorchTitan) and the one builder of its Volcano Job.
+"""A training workload of the platform's (BERT, TorchTitan) and the one builder of a torchrun job on whole nodes.
 
 A workload declares its module and how it works out a request's run (``Workload.plan``): the training options, worked
 out once, and what follows from them: the compile cache, the steps to the first checkpoint, the pods' grace period
-and the job's annotations. ``training_job`` turns any run into the Volcano Job of ``jobs.platform_job.whole_node_job``;
-`jobs.launch` submits it and `jobs.rehearsal` runs the same job on CPUs.
+and the job's annotations. ``training_job`` turns any run into the Volcano Job of ``jobs.platform_job.whole_node_job``:
+`jobs.launch` submits it, `jobs.rehearsal` runs the same job on CPUs, and the acceptance checks that run torchrun
+(``jobs.check_pods.torchrun_check``) build theirs with it too.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from jobs.compile_cache import CompileCache
+from jobs.components import DdpRun
 from jobs.grace_period import GracePeriod
 from jobs.platform_job import COMPILE_CACHE_ANNOTATION, COMPILE_CACHE_INPUTS, JobRequest, Placement, whole_node_job
 from trainium_eks.contract import PlatformContract
@@ -27,9 +29,11 @@ class TrainingRun:
     module: str  # the training module, run by torchrun -m
     options: tuple[str, ...]  # its command line
     cache: CompileCache
-    first_checkpoint_steps: int  # a new run's steps before its first checkpoint
-    grace_period: Callable[[float], GracePeriod]  # the pods' grace period at a file system throughput in MB/s
     bf16_flag: bool  # whether the component adds --bf16 (BERT's option; others state precision among their options)
+    # A new run's steps before its first checkpoint, and its pods' grace period at a file system throughput in MB/s;
+    # None for an acceptance check, which writes no checkpoint and runs once.
+    first_checkpoint_steps: int | None = None
+    grace_period: Callable[[float], GracePeriod] | None = None
     precompile: bool = False
     annotations: Mapping[str, str] = field(default_factory=dict)  # what the job's annotations add of the workload's
 
@@ -49,29 +53,26 @@ class Workload:
 
 
 def training_job(contract: PlatformContract, run: TrainingRun) -> dict:
-    """The Volcano Job of ``run``, annotated with its compile cache (which, and why: `kubectl describe vcjob` shows it
-    as the launcher prints it) and the workload's own annotations."""
+    """The Volcano Job of ``run``, annotated with the workload's own annotations and a compile cache named by its
+    inputs with them (which, and why: `kubectl describe vcjob` shows it as the launcher prints it); a check's shared
+    cache has none."""
     placed = run.placed
-    job = whole_node_job(
-        contract,
-        placed.group,
-        *run.options,
-        name=run.request.name,
-        queue=placed.queue,
+    cache = f"{contract.neuron_compile_cache_path}/{run.cache.name}"
+    ddp = DdpRun(
         image=placed.image,
-        backend=placed.software.backend,
+        module=run.module,
+        name=run.request.name,
         nnodes=placed.nodes,
         nproc_per_node=placed.workers,
-        cache_set=run.cache.name,
-        module=run.module,
+        compile_cache=cache,
+        backend=placed.software.backend,
         bf16=run.bf16_flag,
         precompile=run.precompile,
     )
-    job["metadata"].setdefault("annotations", {}).update(
-        {
-            COMPILE_CACHE_ANNOTATION: f"{contract.neuron_compile_cache_path}/{run.cache.name}",
-            COMPILE_CACHE_INPUTS: run.cache.describe(),
-            **run.annotations,
-        }
-    )
+    job = whole_node_job(contract, placed.group, ddp, *run.options, queue=placed.queue)
+    annotations = dict(run.annotations)
+    if run.cache.inputs:
+        annotations = {COMPILE_CACHE_ANNOTATION: cache, COMPILE_CACHE_INPUTS: run.cache.describe(), **annotations}
+    if annotations:
+        job["metadata"].setdefault("annotations", {}).update(annotations)
     return job
