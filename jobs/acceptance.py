@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import yaml
 
@@ -37,8 +36,7 @@ from jobs.check_pods import (
     two_efa_nodes,
 )
 from jobs.kube_api import submit
-from jobs.launch import add_api_tunnel_option
-from jobs.outputs import add_team_option, read_contract, report_bad_input, workspace
+from jobs.outputs import add_api_tunnel_option, add_source_options, add_team_option, report_bad_input, source_contract, workspace
 
 __all__ = ["CHECKS", "LAUNCHER", "NODE", "main"]  # the bandwidth check's task names, as the tests and README name them
 from trainium_eks import layout
@@ -199,9 +197,7 @@ def build(contract: PlatformContract, group: NodeGroup, names: list[str], nodes:
 def parser() -> OneLineParser:
     p = OneLineParser(prog="python -m jobs.acceptance", description=__doc__.splitlines()[0])
     p.add_argument("check", choices=[*CHECKS, "all"], help="one check, or all that apply to the node group")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--stack")
-    source.add_argument("--outputs", type=Path)
+    add_source_options(p)
     p.add_argument("--node-group", help="the node group to check (default: the stack's only one)")
     p.add_argument(
         "--nodes",
@@ -219,7 +215,7 @@ def parser() -> OneLineParser:
 
 def main(argv: list[str] | None = None) -> int:
     def run(args) -> None:
-        contract = workspace(read_contract(args.stack, args.outputs), args.team)
+        contract = workspace(source_contract(args), args.team)
         if args.nodes is not None and args.nodes < 1:
             raise LaunchError(f"--nodes {args.nodes}: a check on no node checks nothing; give 1 or more")
         group = check_group(contract, args.node_group)

@@ -20,23 +20,12 @@ from urllib.parse import urlsplit
 
 from jobs.capacity import LaunchError
 from jobs.kube_api import DEFAULT_LOCAL_PORT, stack_kubeconfig
-from jobs.outputs import read_contract, report_bad_input
+from jobs.outputs import add_source_options, port, report_bad_input, source_contract
 from jobs.paths import file_to_write
 from trainium_eks.cli import OneLineParser
 from trainium_eks.contract import PlatformContract
 
 HTTPS = 443
-
-
-def port(text: str) -> int:
-    """A TCP port from the command line (argparse reports the error in one line)."""
-    value = int(text)
-    if not 1 <= value <= 65535:
-        raise ValueError(text)
-    return value
-
-
-port.__name__ = "port"  # argparse names the type in its message: "invalid port value"
 
 
 def endpoint_host(contract: PlatformContract) -> str:
@@ -58,9 +47,7 @@ def start_session_command(contract: PlatformContract, local_port: int) -> list[s
 
 def parser() -> OneLineParser:
     p = OneLineParser(prog="python -m jobs.api_tunnel", description=__doc__.splitlines()[0])
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
-    source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
+    add_source_options(p)
     p.add_argument("--local-port", type=port, default=DEFAULT_LOCAL_PORT, help=f"default {DEFAULT_LOCAL_PORT}")
     p.add_argument("--kubeconfig", type=file_to_write, metavar="PATH", help="write the kubeconfig for kubectl through the tunnel")
     return p
@@ -82,7 +69,7 @@ def write_kubeconfig(contract: PlatformContract, local_port: int, path: Path) ->
 
 def main(argv: list[str] | None = None) -> int:
     def run(args) -> None:
-        contract = read_contract(args.stack, args.outputs)
+        contract = source_contract(args)
         command = start_session_command(contract, args.local_port)
         if args.kubeconfig:  # written, or refused, before anything is printed
             write_kubeconfig(contract, args.local_port, args.kubeconfig)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from torchx import specs
 from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
-from jobs.capacity import LaunchError, whole_node_share
+from jobs.capacity import LaunchError
 from jobs.check_pods import check_image, hardened, run_once, torchrun_check, two_efa_nodes
-from jobs.components import COLLECTIVES_ENVIRONMENT, EFA_ENVIRONMENT, whole_node_resource
-from jobs.platform_job import add_platform_scheduling, group_software
+from jobs.components import COLLECTIVES_ENVIRONMENT, EFA_ENVIRONMENT
+from jobs.platform_job import add_platform_scheduling, group_software, node_shape
 from trainium_eks import acceptance_floors, catalog
 from trainium_eks.backends import BACKENDS
 from trainium_eks.contract import PlatformContract
@@ -78,9 +78,7 @@ def efa_bandwidth(contract: PlatformContract, group: NodeGroup, nodes: int | Non
     two_efa_nodes(contract, group, "efa-bandwidth", floor)
     image = check_image(contract, group)
     efa_env = {**COLLECTIVES_ENVIRONMENT, **EFA_ENVIRONMENT}
-    node = whole_node_resource(
-        group.instance_type, group.neuron_devices_per_node, group.efa_interfaces_per_node, **whole_node_share(group)
-    )
+    node = node_shape(group).resource()
     app = specs.AppDef(
         name="acceptance-efa-bandwidth",
         roles=[

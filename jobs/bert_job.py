@@ -1,76 +1,76 @@
-"""The BERT pretraining job of the seed tutorial (``training/pretrain_bert.py``), on any node group: its training
-options (the launcher's own, each replaced by the one of the same name given after ``--``), its Volcano Job, its pods'
-grace period and the steps before a new run's first checkpoint. ``jobs.launch`` runs it as ``--workload bert``."""
+"""The BERT pretraining workload of the seed tutorial (``training/pretrain_bert.py``), on any node group: its training
+options (the launcher's own, each replaced by the one of the same name given after ``--``), worked out once into its
+run (``jobs.workload``): its Volcano Job, its pods' grace period and the steps before a new run's first checkpoint.
+``jobs.launch`` runs it as ``--workload bert``."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import PurePosixPath
 from typing import Any
 
 from jobs.capacity import LaunchError, choose_node_group
 from jobs.compile_cache import compile_cache
-from jobs.grace_period import GracePeriod, job_grace_period
+from jobs.grace_period import job_grace_period
 from jobs.paths import run_directory
-from jobs.platform_job import COMPILE_CACHE_ANNOTATION, COMPILE_CACHE_INPUTS, JobRequest, placement, whole_node_job
+from jobs.platform_job import JobRequest, placement
+from jobs.workload import TrainingRun, Workload
 from training import options
 from trainium_eks.cli import UsageError
 from trainium_eks.contract import PlatformContract
 
+MODULE = "training.pretrain_bert"
 DATASET = "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
 PRECOMPILE_STEPS = 10  # a few steps trace every graph
 # The training module's options that name directories on the shared volume, which every pod mounts.
 VOLUME_OPTIONS = ("data_dir", "output_dir", "tensorboard_dir")
 
 
-def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
-    """The Volcano Job for ``request``, validated against the platform's capacity."""
+def bert_run(contract: PlatformContract, request: JobRequest) -> TrainingRun:
+    """``request``'s BERT run, validated against the platform's capacity, its training options worked out once."""
     placed = placement(contract, request)
     chosen = training_options(contract, request)
-    cache = compile_cache(
-        chosen,
-        bf16=request.bf16,
-        world_size=placed.world_size,
-        instance_type=placed.group.instance_type,
-        training_stack=placed.software.training_stack,
-        image_tag=placed.image.rpartition(":")[2],
-    )
-    job = whole_node_job(
-        contract,
-        placed.group,
-        *options.command_line(chosen),
-        name=request.name,
-        queue=placed.queue,
-        image=placed.image,
-        backend=placed.software.backend,
-        nnodes=placed.nodes,
-        nproc_per_node=placed.workers,
-        cache_set=cache.name,
-        bf16=request.bf16,
+    defaults = options.parser()
+    model = chosen.get("model", defaults.get_default("model"))
+    return TrainingRun(
+        request=request,
+        placed=placed,
+        module=MODULE,
+        options=tuple(options.command_line(chosen)),
+        cache=compile_cache(
+            chosen,
+            bf16=request.bf16,
+            world_size=placed.world_size,
+            instance_type=placed.group.instance_type,
+            training_stack=placed.software.training_stack,
+            image_tag=placed.image.rpartition(":")[2],
+        ),
+        first_checkpoint_steps=first_checkpoint_steps(chosen, defaults),
+        # a step at the sourced rate of the model it trains on the group's instance type, or --step-seconds
+        grace_period=partial(
+            job_grace_period,
+            model,
+            placed.group.instance_type,
+            chosen["batch_size"],
+            chosen["grad_accum_steps"],
+            step_seconds=request.step_seconds,
+        ),
+        bf16_flag=request.bf16,
         precompile=request.precompile,
     )
-    # Which cache, and why: `kubectl describe vcjob` shows it as the launcher prints it.
-    job["metadata"].setdefault("annotations", {}).update(
-        {COMPILE_CACHE_ANNOTATION: f"{contract.neuron_compile_cache_path}/{cache.name}", COMPILE_CACHE_INPUTS: cache.describe()}
-    )
-    return job
 
 
-def bert_grace_period(contract: PlatformContract, request: JobRequest, throughput_mb_s: float) -> GracePeriod:
-    """The pods' grace period of ``request``'s BERT job: the checkpoint of the model it trains, and a step at the
-    sourced rate of that model on the group's instance type, or ``--step-seconds``."""
-    chosen = training_options(contract, request)
-    group = choose_node_group(contract, request.node_group)
-    model = chosen.get("model", options.parser().get_default("model"))
-    return job_grace_period(
-        model, group.instance_type, chosen["batch_size"], chosen["grad_accum_steps"], throughput_mb_s, request.step_seconds
-    )
+BERT = Workload("bert", bert_run, ("--checkpoint-every", "--steps-this-run"), "berttrain")
 
 
-def bert_first_checkpoint_steps(contract: PlatformContract, request: JobRequest) -> int:
+def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
+    """The Volcano Job for ``request``, validated against the platform's capacity."""
+    return BERT.job(contract, request)
+
+
+def first_checkpoint_steps(chosen: dict[str, Any], defaults) -> int:
     """The steps a new BERT run trains before its first checkpoint: its interval, or its last step if that comes
     first, where the script writes one too (``training/pretrain_bert.py``: ``step == last_step``)."""
-    chosen = training_options(contract, request)
-    defaults = options.parser()
     every = chosen.get("checkpoint_every", defaults.get_default("checkpoint_every"))
     last = chosen.get("max_steps", defaults.get_default("max_steps"))
     this_run = chosen.get("steps_this_run", defaults.get_default("steps_this_run"))

@@ -6,7 +6,9 @@ Every check takes the stack's contract, the node group it checks and the nodes a
 from __future__ import annotations
 
 from jobs.capacity import LaunchError
-from jobs.platform_job import DO_NOT_DISRUPT, group_software, request_devices, whole_node_job
+from jobs.compile_cache import CompileCache
+from jobs.platform_job import DO_NOT_DISRUPT, JobRequest, Placement, group_software, request_devices
+from jobs.workload import TrainingRun, training_job
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
 from trainium_eks.pod_security import (
@@ -22,6 +24,7 @@ LABEL = "trainium-eks/acceptance"
 # Neuron's security guidance suggests, needs that group in the pods' supplementalGroups. Checks that write to
 # the shared volume run as root, its owner (the training image writes it as root), with every other control.
 CHECK_UID = 1000
+ACCEPTANCE_CACHE = "acceptance"  # the torchrun checks' compile cache on the shared volume, one for every check
 SHARED_VOLUME_OWNER = ROOT_UID
 SCRATCH = {"name": "scratch", "mountPath": "/tmp"}  # the only writable path under a read-only root filesystem
 # cpu and memory of each check's container: enough for a shell, neuron-ls or a Python client.
@@ -119,20 +122,9 @@ def torchrun_check(
     """A check that runs ``module`` under torchrun on ``nodes`` whole nodes of ``group`` (one rank per NeuronCore), on
     the group's image and backend, once; it writes its compiled graphs to the shared volume's ``acceptance`` cache."""
     software = group_software(contract, group)
-    job = whole_node_job(
-        contract,
-        group,
-        *args,
-        name=name,
-        queue=contract.queues[0],
-        image=software.training_image,
-        backend=software.backend,
-        nnodes=nodes,
-        nproc_per_node=group.neuron_cores_per_node,
-        cache_set="acceptance",
-        module=module,
-        bf16=bf16,
-    )
+    placed = Placement(group, software, group.neuron_cores_per_node, contract.queues[0], nodes, software.training_image)
+    run = TrainingRun(JobRequest(name=name), placed, module, args, CompileCache(ACCEPTANCE_CACHE, {}), bf16_flag=bf16)
+    job = training_job(contract, run)
     for task in job["spec"]["tasks"]:
         hardened(task["template"]["spec"], SHARED_VOLUME_OWNER)
     return run_once(job)

@@ -8,6 +8,8 @@ claim, and sets the Neuron and EFA environment of the reference tutorial.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from torchx import specs
 
 from trainium_eks import catalog, layout, versions
@@ -56,97 +58,105 @@ def training_environment(compile_cache: str, efa: bool, bf16: bool, backend: str
     return env
 
 
-def whole_node_resource(instance_type: str, neuron_devices: int, efa_interfaces: int, cpu: int, mem_mb: int) -> specs.Resource:
-    """A whole Trainium node: every Neuron device and EFA interface, and the node's share of CPU and memory."""
-    return specs.Resource(
-        cpu=cpu,
-        gpu=0,
-        memMB=mem_mb,
-        capabilities={"node.kubernetes.io/instance-type": instance_type},
-        devices={NEURON_DEVICE: neuron_devices, **({EFA_DEVICE: efa_interfaces} if efa_interfaces else {})},
-    )
+@dataclass(frozen=True)
+class NodeShape:
+    """A whole Trainium node as its one pod asks for it: every Neuron device and EFA interface (0 on types without
+    EFA), and the node's share of vCPUs and memory (MB). The defaults are a node of the reference tutorial's; the
+    launcher passes each node group's own (``jobs.platform_job.node_shape``)."""
+
+    instance_type: str = TUTORIAL_NODE.name
+    neuron_devices: int = TUTORIAL_NODE.neuron_devices
+    efa_interfaces: int = TUTORIAL_NODE.max_efa_interfaces
+    cpu: int = 124
+    mem_mb: int = 460_000
+
+    def resource(self) -> specs.Resource:
+        return specs.Resource(
+            cpu=self.cpu,
+            gpu=0,
+            memMB=self.mem_mb,
+            capabilities={"node.kubernetes.io/instance-type": self.instance_type},
+            devices={NEURON_DEVICE: self.neuron_devices, **({EFA_DEVICE: self.efa_interfaces} if self.efa_interfaces else {})},
+        )
+
+
+@dataclass(frozen=True)
+class PlatformServices:
+    """What a training pod reaches of the platform: the etcd server of the rendezvous (host:port) and the shared file
+    system's PersistentVolumeClaim, mounted at ``mount_path``."""
+
+    etcd_endpoint: str = "etcd.training.svc.cluster.local:2379"
+    claim_name: str = "fsx-claim"
+    mount_path: str = "/data"
+
+
+@dataclass(frozen=True)
+class DdpRun:
+    """What runs on the nodes: ``module`` of ``image`` under torchrun, ``nproc_per_node`` workers (one per NeuronCore)
+    on each of ``nnodes`` nodes, its compiled graphs in ``compile_cache`` on the shared file system; ``backend``: the
+    image's PyTorch backend, xla (PyTorch/XLA) or neuron (TorchNeuron); ``bf16``: compute in bfloat16; ``precompile``:
+    wrap the run in the backend's precompiler (compiles and caches the graphs, trains nothing; xla only);
+    ``max_restarts``: times torchrun restarts the workers of every node after one of them fails."""
+
+    image: str
+    module: str = "training.pretrain_bert"
+    name: str = "bert-pretrain"
+    nnodes: int = 2
+    nproc_per_node: int = TUTORIAL_NODE.neuron_cores
+    compile_cache: str = "/data/neuron-compile-cache/default"
+    backend: str = TUTORIAL_BACKEND
+    bf16: bool = True
+    precompile: bool = False
+    max_restarts: int = 3
 
 
 def trainium_ddp(
-    *script_args: str,
-    image: str,
-    module: str = "training.pretrain_bert",
-    name: str = "bert-pretrain",
-    nnodes: int = 2,
-    nproc_per_node: int = TUTORIAL_NODE.neuron_cores,
-    instance_type: str = TUTORIAL_NODE.name,
-    neuron_devices: int = TUTORIAL_NODE.neuron_devices,
-    efa_interfaces: int = TUTORIAL_NODE.max_efa_interfaces,
-    cpu: int = 124,
-    mem_mb: int = 460_000,
-    etcd_endpoint: str = "etcd.training.svc.cluster.local:2379",
-    claim_name: str = "fsx-claim",
-    mount_path: str = "/data",
-    compile_cache: str = "/data/neuron-compile-cache/default",
-    backend: str = TUTORIAL_BACKEND,
-    bf16: bool = True,
-    precompile: bool = False,
-    max_restarts: int = 3,
+    *script_args: str, run: DdpRun, node: NodeShape = NodeShape(), services: PlatformServices = PlatformServices()
 ) -> specs.AppDef:
-    """Data-parallel training over ``nnodes`` Trainium nodes, ``nproc_per_node`` workers each.
+    """Data-parallel training of ``run`` over its ``nnodes`` whole Trainium nodes of shape ``node``.
 
     Args:
         script_args: arguments of the training module
-        image: training image (repository:tag)
-        module: Python module to run with torchrun -m
-        name: job name
-        nnodes: number of Trainium nodes
-        nproc_per_node: workers per node (one per NeuronCore)
-        instance_type: EC2 instance type of the nodes
-        neuron_devices: Neuron devices per node (all of them: one pod per node)
-        efa_interfaces: EFA interfaces per node (0 on types without EFA)
-        cpu: vCPUs requested per pod
-        mem_mb: memory requested per pod, in MB
-        etcd_endpoint: host:port of the etcd server for rendezvous
-        claim_name: PersistentVolumeClaim of the shared file system
-        mount_path: where the claim is mounted
-        compile_cache: Neuron compiler cache directory on the shared file system
-        backend: the image's PyTorch backend: xla (PyTorch/XLA) or neuron (TorchNeuron)
-        bf16: compute in bfloat16
-        precompile: wrap the run in neuron_parallel_compile (compiles and caches the graphs, trains nothing; xla only)
-        max_restarts: times torchrun restarts the workers of every node after one of them fails
+        run: what runs (image, module, workers, compile cache, backend, precision)
+        node: the whole node each pod takes
+        services: the platform's etcd and shared file system
     """
     torchrun_args = [
-        f"--nnodes={nnodes}",
-        f"--nproc_per_node={nproc_per_node}",
+        f"--nnodes={run.nnodes}",
+        f"--nproc_per_node={run.nproc_per_node}",
         # etcd-v2 rewrites the run's state on every heartbeat, which renews its TTL; torch's older "etcd"
         # backend renews a directory with a refresh that etcd 3.5 rejects, and loses the run after 2 hours.
         f"--rdzv_backend={RENDEZVOUS_BACKEND}",
-        f"--rdzv_endpoint={etcd_endpoint}",
+        f"--rdzv_endpoint={services.etcd_endpoint}",
         # One rendezvous per run of the job: torchrun closes a run id's rendezvous when it gives up, and a job
         # that Volcano restarts must not find it closed. Volcano bumps the version on every job restart.
         f"--rdzv_id={specs.macros.app_id}-$({JOB_VERSION_ENV})",
-        f"--max-restarts={max_restarts}",  # a failed worker restarts every node's workers from the last checkpoint
+        f"--max-restarts={run.max_restarts}",  # a failed worker restarts every node's workers from the last checkpoint
         "--tee=3",
         "-m",
-        module,
-        *("--device", backend),  # the script computes on the group's backend, or refuses an image without it
+        run.module,
+        *("--device", run.backend),  # the script computes on the group's backend, or refuses an image without it
         *script_args,
-        *(["--bf16"] if bf16 else []),
+        *(["--bf16"] if run.bf16 else []),
     ]
-    precompiler = BACKENDS[backend].precompiler
-    if precompile and precompiler is None:
-        raise ValueError(f"precompile: the {backend} backend compiles at a job's first steps; drop precompile")
+    precompiler = BACKENDS[run.backend].precompiler
+    if run.precompile and precompiler is None:
+        raise ValueError(f"precompile: the {run.backend} backend compiles at a job's first steps; drop precompile")
     # neuron_parallel_compile wraps torchrun itself, with its own exit status on SIGTERM: a drained precompile pod
     # restarts its job by its eviction (PodEvicted), not by exit code 143.
-    command = [precompiler, "torchrun", *torchrun_args] if precompile else [*AGENT_COMMAND, *torchrun_args]
+    command = [precompiler, "torchrun", *torchrun_args] if run.precompile else [*AGENT_COMMAND, *torchrun_args]
     return specs.AppDef(
-        name=name,
+        name=run.name,
         roles=[
             specs.Role(
                 name=ROLE,
-                image=image,
+                image=run.image,
                 entrypoint=command[0],
                 args=command[1:],
-                num_replicas=nnodes,
-                resource=whole_node_resource(instance_type, neuron_devices, efa_interfaces, cpu, mem_mb),
-                env=training_environment(compile_cache, efa_interfaces > 0, bf16, backend),
-                mounts=[specs.VolumeMount(src=claim_name, dst_path=mount_path)],
+                num_replicas=run.nnodes,
+                resource=node.resource(),
+                env=training_environment(run.compile_cache, node.efa_interfaces > 0, run.bf16, run.backend),
+                mounts=[specs.VolumeMount(src=services.claim_name, dst_path=services.mount_path)],
             )
         ],
     )

@@ -33,20 +33,24 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
 
-from jobs.api_tunnel import port
-from jobs.bert_job import bert_first_checkpoint_steps, bert_grace_period, volcano_job
-from jobs.capacity import LaunchError, choose_node_group
+from jobs.bert_job import BERT
+from jobs.capacity import LaunchError
 from jobs.capacity_blocks import FirstCheckpoint, describe_from_ec2, in_capacity_block, read_blocks_file, time_in_blocks
 from jobs.grace_period import KUBERNETES_DEFAULT_GRACE_SECONDS, GracePeriod
 from jobs.kube_api import submit
-from jobs.outputs import add_team_option, read_contract, report_bad_input, workspace
+from jobs.outputs import (
+    add_api_tunnel_option,
+    add_source_options,
+    add_team_option,
+    report_bad_input,
+    source_contract,
+    workspace,
+)
 from jobs.platform_job import (
     COMPILE_CACHE_ANNOTATION,
     COMPILE_CACHE_INPUTS,
@@ -54,36 +58,12 @@ from jobs.platform_job import (
     JobRequest,
     with_grace_period,
 )
-from jobs.torchtitan_job import titan_first_checkpoint_steps, titan_grace_period, titan_job
+from jobs.torchtitan_job import TORCHTITAN
+from jobs.workload import TrainingRun, training_job
 from trainium_eks.cli import OneLineParser, description
 from trainium_eks.contract import PlatformContract
 
-
-@dataclass(frozen=True)
-class Workload:
-    """What the launcher needs of a workload: its Volcano Job, its pods' grace period, the steps before a new run's
-    first checkpoint, the training options after -- that bring that checkpoint sooner (its interval, its steps), and
-    its job's default name."""
-
-    job: Callable[[PlatformContract, JobRequest], dict]
-    grace_period: Callable[[PlatformContract, JobRequest, float], GracePeriod]
-    first_checkpoint_steps: Callable[[PlatformContract, JobRequest], int]
-    checkpoint_options: tuple[str, str]
-    default_name: str
-
-
-WORKLOADS = {
-    "bert": Workload(
-        volcano_job, bert_grace_period, bert_first_checkpoint_steps, ("--checkpoint-every", "--steps-this-run"), "berttrain"
-    ),
-    "torchtitan": Workload(
-        titan_job,
-        titan_grace_period,
-        titan_first_checkpoint_steps,
-        ("--checkpoint.interval", "--training.steps"),
-        "qwen3train",
-    ),
-}
+WORKLOADS = {workload.name: workload for workload in (BERT, TORCHTITAN)}
 # Whether a drain of the job's pods fits a Capacity Block's window, on a group whose nodes run in one.
 CAPACITY_BLOCK_ANNOTATION = "trainium-eks/capacity-block-drain"
 # When the group's last active Capacity Block ends and how long the job can run until then.
@@ -91,13 +71,13 @@ CAPACITY_BLOCK_END_ANNOTATION = "trainium-eks/capacity-block-end"
 
 
 def capacity_block_end(
-    contract: PlatformContract, request: JobRequest, args, grace: GracePeriod | None, now: datetime
+    contract: PlatformContract, run: TrainingRun, args, grace: GracePeriod | None, now: datetime
 ) -> str | None:
-    """How long ``request``'s job can run in its group's active Capacity Blocks (``jobs.capacity_blocks``), read from
+    """How long ``run``'s job can run in its group's active Capacity Blocks (``jobs.capacity_blocks``), read from
     ``--capacity-blocks`` or EC2, in words; refused in one line where it cannot reach its first checkpoint before
     they end. None where the group runs in no block; a note where a ``--dryrun`` has no file to read them from.
     ``grace``: the job's grace period (``launched_job``), whose step and checkpoint write it counts."""
-    group = choose_node_group(contract, request.node_group)
+    group = run.placed.group
     if not in_capacity_block(contract, group):
         if args.capacity_blocks is not None:
             raise LaunchError(f"--capacity-blocks: node group {group.name} runs in no Capacity Block; drop the option")
@@ -106,13 +86,12 @@ def capacity_block_end(
         return "not read (the platform publishes no capacityBlockTag or capacityBlockId for the group: upgrade it)"
     if args.dryrun and args.capacity_blocks is None:
         return "not read (--dryrun reads no blocks from EC2; pass --capacity-blocks FILE)"
-    workload = WORKLOADS[args.workload]
     first = FirstCheckpoint.of(
         contract.elastic(group),
-        workload.first_checkpoint_steps(contract, request),
-        request.step_seconds if grace is None else grace.step_seconds,
+        run.first_checkpoint_steps,
+        run.request.step_seconds if grace is None else grace.step_seconds,
         None if grace is None else grace.write_seconds,
-        workload.checkpoint_options,
+        WORKLOADS[args.workload].checkpoint_options,
     )
     if args.capacity_blocks is not None:
         blocks = read_blocks_file(args.capacity_blocks)
@@ -121,23 +100,23 @@ def capacity_block_end(
     return time_in_blocks(blocks, group, first, now)
 
 
-def launched_job(contract: PlatformContract, request: JobRequest, workload: str = "bert") -> tuple[dict, GracePeriod | None]:
-    """The Volcano Job of ``workload`` for ``request``, its pods given the grace period a drain needs (returned beside
-    it), refused where its nodes run in a Capacity Block and that drain does not fit the block's window; on a platform
-    older than contract 1.6.0, which publishes no file system throughput, Kubernetes' default (None), and the annotation
-    says why."""
-    job = WORKLOADS[workload].job(contract, request)
+def launched_job(contract: PlatformContract, run: TrainingRun) -> tuple[dict, GracePeriod | None]:
+    """The Volcano Job of ``run``, its pods given the grace period a drain needs (returned beside it), refused where
+    its nodes run in a Capacity Block and that drain does not fit the block's window; on a platform older than
+    contract 1.6.0, which publishes no file system throughput, Kubernetes' default (None), and the annotation says
+    why."""
+    job = training_job(contract, run)
     if contract.fsx_throughput_mbps is None:
         job["metadata"]["annotations"][GRACE_PERIOD_ANNOTATION] = (
             f"Kubernetes' default {KUBERNETES_DEFAULT_GRACE_SECONDS} s: contract {contract.version} publishes no "
             "fsxThroughputMBps to size a drain's checkpoint write by; upgrade the platform stack"
         )
         return job, None
-    grace = WORKLOADS[workload].grace_period(contract, request, contract.fsx_throughput_mbps)
+    grace = run.grace_period(contract.fsx_throughput_mbps)
     too_long = grace.beyond_bound()
     if too_long:
         raise LaunchError(f"fsxThroughputMBps or --step-seconds: {too_long}; check the outputs' throughput and the step")
-    group = choose_node_group(contract, request.node_group)
+    group = run.placed.group
     if in_capacity_block(contract, group):
         if not grace.fits_capacity_block_window:
             raise LaunchError(f"--node-group {group.name}: {grace.capacity_block_verdict()}")
@@ -145,20 +124,9 @@ def launched_job(contract: PlatformContract, request: JobRequest, workload: str 
     return with_grace_period(job, grace), grace
 
 
-def add_api_tunnel_option(p: OneLineParser) -> None:
-    p.add_argument(
-        "--api-tunnel",
-        type=port,
-        metavar="PORT",
-        help="reach a private endpoint through the local end of `python -m jobs.api_tunnel`'s session on PORT",
-    )
-
-
 def parser() -> OneLineParser:
     p = OneLineParser(prog="python -m jobs.launch", description=description(__doc__))
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
-    source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
+    add_source_options(p)
     p.add_argument(
         "--nodes",
         type=int,
@@ -225,10 +193,11 @@ def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
             step_seconds=args.step_seconds,
             checkpoint_gib=args.checkpoint_gib,
         )
-        contract = workspace(read_contract(args.stack, args.outputs), args.team)
-        job, grace = launched_job(contract, request, args.workload)
+        contract = workspace(source_contract(args), args.team)
+        run = WORKLOADS[args.workload].plan(contract, request)
+        job, grace = launched_job(contract, run)
         annotations = job["metadata"]["annotations"]
-        block_end = capacity_block_end(contract, request, args, grace, now or datetime.now(UTC))
+        block_end = capacity_block_end(contract, run, args, grace, now or datetime.now(UTC))
         if block_end:
             annotations[CAPACITY_BLOCK_END_ANNOTATION] = block_end
         print(

@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from components.rendezvous import ETCD_NAME, member_container
-from jobs.outputs import read_contract, report_bad_input
+from jobs.outputs import add_source_options, report_bad_input, source_contract
 from jobs.paths import create_directory, new_directory
 from trainium_eks.cli import OneLineParser
 
@@ -139,9 +139,7 @@ class LocalEtcd:
 
 def parser() -> OneLineParser:
     p = OneLineParser(prog="python -m jobs.local_etcd", description=__doc__.splitlines()[0])
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
-    source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
+    add_source_options(p)
     p.add_argument("--members", type=int, choices=(1, 3, 5), default=1, help="members to start, as the stack's etcdMembers")
     p.add_argument(
         "--workdir", type=new_directory, help="the members' data and logs, a new or empty directory (default: a temporary one)"
@@ -151,7 +149,7 @@ def parser() -> OneLineParser:
 
 def main(argv: list[str] | None = None) -> int:
     def run(args) -> None:
-        contract = read_contract(args.stack, args.outputs)
+        contract = source_contract(args)
         if args.workdir:
             workdir = create_directory(args.workdir, "--workdir")
         else:

@@ -1,5 +1,6 @@
 """What enters the job tools: a stack's outputs (a file, or `pulumi stack output` of a stack), read once and bounded,
-and bad input reported as one line on stderr with exit status 2."""
+and bad input reported as one line on stderr with exit status 2. The options that name the source (``--stack``,
+``--outputs``) and the way to the cluster's API (``--api-tunnel``) are declared here for every tool that takes them."""
 
 from __future__ import annotations
 
@@ -45,6 +46,38 @@ def read_outputs(stack: str | None, outputs_file: Path | None) -> Any:
         return json.loads(result.stdout)
     except ValueError:
         raise LaunchError(f"--stack {stack}: `pulumi stack output --json` printed no JSON") from None
+
+
+def add_source_options(parser) -> None:
+    """``--stack`` or ``--outputs``, one of them required: where a tool reads the platform's outputs (``source_contract``)."""
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
+    source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
+
+
+def port(text: str) -> int:
+    """A TCP port from the command line (argparse reports the error in one line)."""
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise ValueError(text)
+    return value
+
+
+port.__name__ = "port"  # argparse names the type in its message: "invalid port value"
+
+
+def add_api_tunnel_option(parser) -> None:
+    parser.add_argument(
+        "--api-tunnel",
+        type=port,
+        metavar="PORT",
+        help="reach a private endpoint through the local end of `python -m jobs.api_tunnel`'s session on PORT",
+    )
+
+
+def source_contract(args) -> PlatformContract:
+    """The contract of the outputs ``add_source_options``' options name."""
+    return read_contract(args.stack, args.outputs)
 
 
 def read_contract(stack: str | None, outputs_file: Path | None) -> PlatformContract:

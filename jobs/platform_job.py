@@ -1,7 +1,8 @@
 """What every training job the platform launches shares, whatever it trains: the request (``JobRequest``, the command
 line validated once), the node group's software, and the Volcano Job of a torchrun run on whole nodes of a group wired
 to the platform's services (``whole_node_job``), with its pods' termination grace period (``with_grace_period``).
-`jobs.launch` builds BERT's job on it, `jobs.torchtitan_job` TorchTitan's, `jobs.acceptance` its checks."""
+``jobs.workload.training_job`` builds every workload's job on it (BERT's, TorchTitan's, the torchrun checks' of
+`jobs.acceptance`), and `jobs.bandwidth` the nodes of its MPI check."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for
 
 from jobs import training_security
 from jobs.capacity import LaunchError, choose_node_group, job_usage, node_count, whole_node_share
-from jobs.components import JOB_VERSION_ANNOTATION, JOB_VERSION_ENV, trainium_ddp
+from jobs.components import (
+    JOB_VERSION_ANNOTATION,
+    JOB_VERSION_ENV,
+    DdpRun,
+    NodeShape,
+    PlatformServices,
+    trainium_ddp,
+)
 from jobs.grace_period import MAX_GRACE_SECONDS, GracePeriod
 from trainium_eks import layout
 from trainium_eks.backends import BACKENDS
@@ -141,8 +149,15 @@ def placement(contract: PlatformContract, request: JobRequest) -> Placement:
 def whole_node_usage(contract: PlatformContract, group: NodeGroup, *, queue: str, image: str, backend: str, workers: int) -> dict:
     """What the pods of one node of a ``whole_node_job`` ask for (``capacity.job_usage``), from the job itself: the
     launcher sizes its jobs by it, so the count cannot drift from the pods it builds."""
-    sizing = {"name": "sizing", "queue": queue, "image": image, "backend": backend, "cache_set": "sizing"}
-    return job_usage(whole_node_job(contract, group, nnodes=1, nproc_per_node=workers, **sizing))
+    sizing = DdpRun(
+        image=image,
+        name="sizing",
+        nnodes=1,
+        nproc_per_node=workers,
+        compile_cache=f"{contract.neuron_compile_cache_path}/sizing",
+        backend=backend,
+    )
+    return job_usage(whole_node_job(contract, group, sizing, queue=queue))
 
 
 def group_software(contract: PlatformContract, group: NodeGroup, *, precompile: bool = False) -> NodeGroupSoftware:
@@ -164,44 +179,18 @@ def group_software(contract: PlatformContract, group: NodeGroup, *, precompile: 
     return software
 
 
-def whole_node_job(
-    contract: PlatformContract,
-    group: NodeGroup,
-    *script_args: str,
-    name: str,
-    queue: str,
-    image: str,
-    backend: str,
-    nnodes: int,
-    nproc_per_node: int,
-    cache_set: str,
-    module: str = "training.pretrain_bert",
-    bf16: bool = True,
-    precompile: bool = False,
-) -> dict:
-    """The Volcano Job of a trainium_ddp run of ``image`` (a ``backend`` image) on whole nodes of ``group``, wired to
-    the platform's services."""
-    app = trainium_ddp(
-        *script_args,
-        image=image,
-        module=module,
-        name=name,
-        nnodes=nnodes,
-        nproc_per_node=nproc_per_node,
-        instance_type=group.instance_type,
-        neuron_devices=group.neuron_devices_per_node,
-        efa_interfaces=group.efa_interfaces_per_node,
-        **whole_node_share(group),
-        etcd_endpoint=contract.etcd_endpoint,
-        claim_name=contract.fsx_claim_name,
-        mount_path=contract.fsx_mount_path,
-        compile_cache=f"{contract.neuron_compile_cache_path}/{cache_set}",
-        backend=backend,
-        bf16=bf16,
-        precompile=precompile,
-    )
+def whole_node_job(contract: PlatformContract, group: NodeGroup, run: DdpRun, *script_args: str, queue: str) -> dict:
+    """The Volcano Job of ``run`` (a trainium_ddp run) on whole nodes of ``group`` in ``queue``, wired to the
+    platform's services."""
+    services = PlatformServices(contract.etcd_endpoint, contract.fsx_claim_name, contract.fsx_mount_path)
+    app = trainium_ddp(*script_args, run=run, node=node_shape(group), services=services)
     job = sanitize_for_serialization(app_to_resource(app, queue=queue, service_account=None))
     return add_platform_scheduling(job, contract, group)
+
+
+def node_shape(group: NodeGroup) -> NodeShape:
+    """A whole node of ``group``: every Neuron device and EFA interface, and the pod's share of the node."""
+    return NodeShape(group.instance_type, group.neuron_devices_per_node, group.efa_interfaces_per_node, **whole_node_share(group))
 
 
 def add_platform_scheduling(job: dict, contract: PlatformContract, group: NodeGroup) -> dict:

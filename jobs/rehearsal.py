@@ -43,7 +43,7 @@ from jobs.components import JOB_VERSION_ANNOTATION
 from jobs.grace_period import pod_grace_seconds
 from jobs.local_agents import CpuOverrides, Rehearsal, read_metrics
 from jobs.local_etcd import LocalEtcd
-from jobs.outputs import read_contract, report_bad_input
+from jobs.outputs import add_source_options, report_bad_input, source_contract
 from jobs.paths import create_directory, new_directory
 from jobs.rehearsal_report import CHECKPOINT_EVERY, DrainEvent, JobRun, Outcome, RehearsalRequest, outcome, progress
 from jobs.rehearsal_workloads import WORKLOADS
@@ -235,9 +235,7 @@ def rehearse(contract: PlatformContract, request: RehearsalRequest, job: dict, w
 
 def parser() -> OneLineParser:
     p = OneLineParser(prog="python -m jobs.rehearsal", description=__doc__.splitlines()[0])
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--stack", help="read `pulumi stack output --json --show-secrets` of this stack")
-    source.add_argument("--outputs", type=Path, help="a JSON file of stack outputs (or a `preflight plan --json` object)")
+    add_source_options(p)
     p.add_argument(
         "--workload",
         choices=tuple(WORKLOADS),
@@ -290,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(args) -> None:
         request = request_from(args)
-        contract = read_contract(args.stack, args.outputs)
+        contract = source_contract(args)
         job = rehearsal_job(contract, request)  # refused, if at all, before a directory is made
         if args.workdir:
             workdir = create_directory(args.workdir, "--workdir")

@@ -19,11 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from jobs.bert_job import DATASET, volcano_job
+from jobs.bert_job import BERT, DATASET
 from jobs.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, stage_dataset
 from jobs.platform_job import JobRequest
 from jobs.rehearsal_report import CHECKPOINT_EVERY, RehearsalRequest, checkpoints
-from jobs.torchtitan_job import CPU_REHEARSAL, MODULE, last_value, titan_job
+from jobs.torchtitan_job import CPU_REHEARSAL, MODULE, last_value, titan_workload
+from jobs.workload import Workload
 from training import titan_assets
 from trainium_eks.contract import PlatformContract
 
@@ -51,10 +52,11 @@ def stage_titan_assets(fsx_root: Path, contract: PlatformContract) -> Path:
 
 
 @dataclass(frozen=True)
-class Workload:
-    name: str
+class RehearsedWorkload:
+    """A launcher's workload as `jobs.rehearsal` runs it on CPUs: the job it builds, and what the rehearsal adds."""
+
+    workload: Workload  # the launcher's (``jobs.workload``), whose job the rehearsal runs
     job_name: str
-    build: Callable[[PlatformContract, JobRequest], dict]
     stage: Callable[[Path, PlatformContract], object]
     training_args: Callable[[RehearsalRequest], dict[str, str]]
     output_flag: str  # the option naming the directory of metrics.jsonl
@@ -63,7 +65,7 @@ class Workload:
 
     def job(self, contract: PlatformContract, request: RehearsalRequest) -> dict:
         """The job `jobs.launch` builds for the request (refused in one line as the launcher refuses it)."""
-        return self.build(
+        return self.workload.job(
             contract,
             JobRequest(
                 name=self.job_name, nodes=request.nodes, workers_per_node=request.workers_per_node, node_group=request.node_group
@@ -90,20 +92,18 @@ def titan_training(request: RehearsalRequest) -> dict[str, str]:
 
 
 WORKLOADS = {
-    "bert": Workload(
-        name="bert",
+    "bert": RehearsedWorkload(
+        workload=BERT,
         job_name="berttrain",
-        build=volcano_job,
         stage=lambda fsx, contract: stage_dataset(fsx, DATASET),
         training_args=bert_training,
         output_flag="--output-dir",
         saved=checkpoints,
         kill_module=None,
     ),
-    "torchtitan": Workload(
-        name="torchtitan",
+    "torchtitan": RehearsedWorkload(
+        workload=titan_workload(CPU_REHEARSAL),
         job_name="titantrain",
-        build=lambda contract, request: titan_job(contract, request, CPU_REHEARSAL),
         stage=stage_titan_assets,
         training_args=titan_training,
         output_flag="--dump_folder",

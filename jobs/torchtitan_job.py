@@ -1,6 +1,6 @@
 """The Volcano Job of an LLM pre-training run with TorchTitan (``training.titan_train``) on a trn2/trn3 node group.
 
-Built from the platform's contract as `jobs.launch` builds BERT's (``whole_node_job``: torchrun with the etcd
+Built from the platform's contract as BERT's is (``jobs.workload.training_job``: torchrun with the etcd
 rendezvous, whole nodes with every Neuron device and EFA interface, the shared volume, the queue, the Trainium taint,
 the group's node selector), with TorchTitan's options:
 
@@ -27,15 +27,17 @@ TorchNeuron trains Trn2 and Trn3 only (Neuron docs,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import PurePosixPath
 
 from jobs.capacity import LaunchError, choose_node_group
 from jobs.grace_period import BYTES_PER_PARAMETER, MAX_GRACE_SECONDS, MB, GracePeriod
 from jobs.paths import run_directory
-from jobs.platform_job import COMPILE_CACHE_ANNOTATION, COMPILE_CACHE_INPUTS, JobRequest, placement, whole_node_job
+from jobs.platform_job import JobRequest, placement
 from jobs.titan_config import parse_titan_options, titan_compile_cache
+from jobs.workload import TrainingRun, Workload
 from training import titan_assets
-from trainium_eks.backends import BACKENDS, TORCHTITAN
+from trainium_eks import backends
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
 
@@ -144,10 +146,10 @@ def recipe_of(group: NodeGroup) -> TitanRecipe:
     return recipe
 
 
-def titan_options(contract: PlatformContract, request: JobRequest, recipe: TitanRecipe, group: NodeGroup) -> list[str]:
+def titan_options(contract: PlatformContract, request: JobRequest, recipe: TitanRecipe, group: NodeGroup):
     """TorchTitan's command line, for the cluster and the rehearsal alike: the platform's directories and seed, the
     recipe, then the options the request adds; parsed by TorchTitan (one line if it refuses one), its directories
-    on the shared volume."""
+    on the shared volume. Returned with TorchTitan's configuration of it."""
     options = [
         *("--dump_folder", run_directory(contract, request.name, group)),
         "--checkpoint.enable",
@@ -169,7 +171,7 @@ def titan_options(contract: PlatformContract, request: JobRequest, recipe: Titan
         ("--metrics.save_tb_folder", config.metrics.save_tb_folder),
     ):
         on_shared_volume(contract, flag, value)
-    return options
+    return options, config
 
 
 def given_options(request: JobRequest) -> tuple[str, ...]:
@@ -200,12 +202,13 @@ def on_shared_volume(contract: PlatformContract, flag: str, value: str) -> None:
         )
 
 
-def titan_job(contract: PlatformContract, request: JobRequest, recipe: TitanRecipe | None = None) -> dict:
-    """The Volcano Job of ``request`` on its node group, with ``recipe`` (default: the group's tutorial recipe)."""
+def titan_run(contract: PlatformContract, request: JobRequest, recipe: TitanRecipe | None = None) -> TrainingRun:
+    """``request``'s TorchTitan run on its node group, with ``recipe`` (default: the group's tutorial recipe), its
+    options worked out once."""
     group = choose_node_group(contract, request.node_group)
     software = contract.software(group)
-    backend = BACKENDS.get(software.backend)
-    if backend is None or TORCHTITAN not in backend.workloads or software.generation not in backend.generations:
+    backend = backends.BACKENDS.get(software.backend)
+    if backend is None or backends.TORCHTITAN not in backend.workloads or software.generation not in backend.generations:
         raise LaunchError(
             f"--node-group {group.name}: a {group.instance_type} is {software.generation}; TorchTitan Neuron runs on "
             "TorchNeuron, which trains Trn2 and Trn3 only; choose a trn2 or trn3 group"
@@ -217,7 +220,7 @@ def titan_job(contract: PlatformContract, request: JobRequest, recipe: TitanReci
             f"--nodes {placed.nodes}: {placed.world_size} ranks do not split into tensor-parallel groups of "
             f"{recipe.tensor_parallel} ({recipe.source}); use a multiple of {recipe.tensor_parallel} ranks"
         )
-    options = titan_options(contract, request, recipe, group)
+    options, config = titan_options(contract, request, recipe, group)
     cache = titan_compile_cache(
         recipe.name,
         list(recipe.model_options),
@@ -227,45 +230,41 @@ def titan_job(contract: PlatformContract, request: JobRequest, recipe: TitanReci
         placed.software.training_stack,
         placed.image,
     )
-    job = whole_node_job(
-        contract,
-        group,
-        *options,
-        name=request.name,
-        queue=placed.queue,
-        image=placed.image,
-        backend=placed.software.backend,
-        nnodes=placed.nodes,
-        nproc_per_node=placed.workers,
-        cache_set=cache.name,
+    return TrainingRun(
+        request=request,
+        placed=placed,
         module=MODULE,
-        bf16=False,  # the component's --bf16 is BERT's option; TorchTitan's precision is among its options above
-    )
-    job["metadata"].setdefault("annotations", {}).update(
-        {
-            COMPILE_CACHE_ANNOTATION: f"{contract.neuron_compile_cache_path}/{cache.name}",
-            COMPILE_CACHE_INPUTS: cache.describe(),
+        options=tuple(options),
+        cache=cache,
+        # its interval, or its last step if that comes first (TorchTitan 0.3.0 components/checkpointer/dcp.py:
+        # ``last_step`` "forces a save")
+        first_checkpoint_steps=min(config.checkpoint.interval, config.training.steps),
+        grace_period=partial(titan_grace_period, recipe, request),
+        bf16_flag=False,  # the component's --bf16 is BERT's option; TorchTitan's precision is among its options above
+        annotations={
             PARALLELISM_ANNOTATION: recipe.parallelism(placed.world_size),
             RECIPE_ANNOTATION: " ".join(recipe.model_options),
-        }
+        },
     )
-    return job
 
 
-def titan_first_checkpoint_steps(contract: PlatformContract, request: JobRequest) -> int:
-    """The steps a new TorchTitan run trains before its first checkpoint: its interval, or its last step if that comes
-    first (TorchTitan 0.3.0 components/checkpointer/dcp.py: ``last_step`` "forces a save")."""
-    group = choose_node_group(contract, request.node_group)
-    config = parse_titan_options(titan_options(contract, request, recipe_of(group), group))
-    return min(config.checkpoint.interval, config.training.steps)
+def titan_workload(recipe: TitanRecipe | None = None) -> Workload:
+    """TorchTitan's workload with ``recipe`` (default: the tutorial recipe of each group's instance type)."""
+    return Workload("torchtitan", partial(titan_run, recipe=recipe), ("--checkpoint.interval", "--training.steps"), "qwen3train")
 
 
-def titan_grace_period(contract: PlatformContract, request: JobRequest, throughput_mb_s: float) -> GracePeriod:
-    """The pods' grace period of ``request``'s TorchTitan job (``jobs.grace_period``): its checkpoint from
-    ``--checkpoint-gib`` or the recipe's sourced model, its step from ``--step-seconds`` (no source gives one: left
-    out without it)."""
-    group = choose_node_group(contract, request.node_group)
-    recipe = recipe_of(group)
+TORCHTITAN = titan_workload()
+
+
+def titan_job(contract: PlatformContract, request: JobRequest, recipe: TitanRecipe | None = None) -> dict:
+    """The Volcano Job of ``request`` on its node group, with ``recipe`` (default: the group's tutorial recipe)."""
+    return titan_workload(recipe).job(contract, request)
+
+
+def titan_grace_period(recipe: TitanRecipe, request: JobRequest, throughput_mb_s: float) -> GracePeriod:
+    """The pods' grace period of ``request``'s TorchTitan job of ``recipe`` (``jobs.grace_period``): its checkpoint
+    from ``--checkpoint-gib`` or the recipe's sourced model, its step from ``--step-seconds`` (no source gives one:
+    left out without it)."""
     if request.checkpoint_gib is not None:
         gib = request.checkpoint_gib
         if gib * 1024**3 / (throughput_mb_s * MB) > MAX_GRACE_SECONDS:  # a float: 1e308 GiB is inf, not an OverflowError

@@ -29,7 +29,7 @@ def _recipes(instance_type: str) -> dict[str, str]:
 
 def _drain(contract: PlatformContract, group: str, workload: str, recipe: str) -> dict:
     request = JobRequest(name=launch.WORKLOADS[workload].default_name, node_group=group)
-    grace = launch.WORKLOADS[workload].grace_period(contract, request, contract.fsx_throughput_mbps)
+    grace = launch.WORKLOADS[workload].plan(contract, request).grace_period(contract.fsx_throughput_mbps)
     return {
         "workload": workload,
         "recipe": recipe,

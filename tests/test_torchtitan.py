@@ -226,7 +226,7 @@ def test_a_resume_by_another_world_size_is_refused_in_one_line(drained):
     assert trained and '"world_size": 2' in recorded  # the drained run's two workers trained and recorded there
     contract = contract_with("trn2.48xlarge")
     workload = WORKLOADS["torchtitan"]
-    job = workload.build(contract, JobRequest(name=workload.job_name, nodes=1))
+    job = workload.workload.job(contract, JobRequest(name=workload.job_name, nodes=1))
     local = CpuOverrides(etcd_endpoint="", fsx_root=workdir / "fsx", fsx_mount_path=contract.fsx_mount_path)
     options = [local.localise(argument) for argument in titan_arguments(job)]
     assert options[options.index("--dump_folder") + 1] == str(dump_folder)  # the drained run's, not a new one
