@@ -12,11 +12,13 @@ import functools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from jobs.local_agents import Rehearsal, read_metrics
 from preflight import engine, stackfile
 from trainium_eks import catalog
 from trainium_eks.config import PlatformConfig, parse
@@ -148,3 +150,21 @@ def answer_json(handler, status: int, body: dict) -> None:
     handler.send_header("Content-Length", str(len(answer)))
     handler.end_headers()
     handler.wfile.write(answer)
+
+
+def wait_for_step(metrics: Path, step: int, run: Rehearsal | subprocess.Popen, timeout: float = 180) -> list[dict]:
+    """The training script's records once one reaches ``step``. Fails if the run (one process, or a rehearsal's
+    agents) ends first; stops it and raises TimeoutError if no record reaches ``step`` within ``timeout`` seconds."""
+    if isinstance(run, Rehearsal):
+        processes, logs, stop = [agent.process for agent in run.agents], run.logs_text, run.stop
+    else:
+        processes, logs, stop = [run], lambda: "", run.kill
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        records = read_metrics(metrics)
+        if records and records[-1]["step"] >= step:
+            return records
+        assert all(process.poll() is None for process in processes), f"the run ended before step {step}:\n{logs()}"
+        time.sleep(0.01)
+    stop()
+    raise TimeoutError(f"no step {step} within {timeout} s:\n{logs()}")

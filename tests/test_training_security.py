@@ -7,12 +7,12 @@ from __future__ import annotations
 import copy
 
 import pytest
+from restricted_standard import restricted_findings
 from support import STACKS, cached_plan, one
 
 from jobs import bert_job, launch, training_security
 from preflight.stackfile import REPO_ROOT
 from trainium_eks.contract import PlatformContract
-from trainium_eks.pod_security import restricted_findings
 
 pytestmark = pytest.mark.stacks
 
