@@ -12,9 +12,7 @@ import json
 
 import pytest
 import yaml
-from support import STACKS, evaluate, offering, one, run_preflight, settings, sold_as
-from test_catalog import ec2_recommended_layout
-from test_trainium_node_group import with_groups
+from support import STACKS, ec2_recommended_layout, evaluate, offering, one, run_preflight, settings, sold_as, with_groups
 
 from preflight import analysis
 from trainium_eks import catalog, deployment, layout, versions

@@ -20,8 +20,18 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from job_outputs import outputs_file, run_module
-from support import FIXTURE_STACKS, cached_plan, evaluate, node_group_config, offering, run_preflight, settings, stack_copy
-from test_preflight_bad_input import MINIMAL_PLAN, one_line
+from support import (
+    FIXTURE_STACKS,
+    MINIMAL_PLAN,
+    cached_plan,
+    evaluate,
+    node_group_config,
+    offering,
+    one_line,
+    run_preflight,
+    settings,
+    stack_copy,
+)
 
 from preflight import analysis, check, stackfile
 from trainium_eks import catalog, cost

@@ -6,7 +6,7 @@ import ipaddress
 import re
 
 import pytest
-from support import STACKS, evaluate, one, platform, settings
+from support import EXISTING, STACKS, evaluate, one, platform, settings
 
 from components.network import DeployTimeCheckError, subnet_cidrs
 from preflight.mocks import PlatformMocks
@@ -77,13 +77,6 @@ def test_deploy_time_offering_check_fails_with_a_clear_message():
     offered = f"{', '.join(types)} in {config.network.trainium_az_id}"
     with pytest.raises(DeployTimeCheckError, match=re.escape(f"trainiumAzId: EC2 reports no offering of {offered}")):
         evaluate("staging", mocks_factory=NothingOffered)
-
-
-EXISTING = {
-    "existingVpcId": "vpc-0123456789abcdef0",
-    "existingPrivateSubnetIds": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
-    "existingTrainiumSubnetId": "subnet-0123456789abcdef0",
-}
 
 
 def one_group_of(stack: str, **group) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 
 import pytest
-from support import STACKS, by_urn, evaluate, node_group_config, offering, one, settings, sold_as
+from support import STACKS, by_urn, evaluate, node_group_config, offering, one, settings, sold_as, with_groups
 
 from trainium_eks import catalog, hardware, layout, versions
 
@@ -22,11 +22,6 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 FIXTURE_STACK = "staging"
-
-
-def with_groups(instance_type: str, *groups: dict, **overrides):
-    """A fixture of a stack with ``groups`` of ``instance_type``, where the catalog offers it, and no teams."""
-    return evaluate(FIXTURE_STACK, trainiumNodeGroups=list(groups), teams=[], **offering(instance_type), **overrides)
 
 
 def plan_with(instance_type: str, **extra):
