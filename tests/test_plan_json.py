@@ -116,6 +116,7 @@ def test_a_group_on_the_wrong_driver_or_stack_is_shown_as_such_and_the_other_gro
     mutate(plan)
     nodes = node_facts.trainium_nodes(Graph.from_records(plan["resources"]))
     text = node_facts.node_lines(nodes)
+    assert group in {facts["group"] for facts in nodes["groups"]} and len(nodes["groups"]) > 1
     for facts in nodes["groups"]:
         shown = "\n".join(group_lines(text, facts))
         assert (says in shown) == (facts["group"] == group), shown

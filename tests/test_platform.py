@@ -87,6 +87,7 @@ def test_kubeconfig_is_secret(stack_plan):
 def test_node_group_entries_describe_the_hardware(stack_plan):
     stack = stack_plan.stack
     configured = {g["name"]: g for g in json.loads(settings(stack).config["trainium-eks:trainiumNodeGroups"])}
+    assert sorted(entry["name"] for entry in stack_plan.outputs["trainiumNodeGroups"]) == sorted(configured)
     for entry in stack_plan.outputs["trainiumNodeGroups"]:
         spec = catalog.INSTANCE_TYPES[entry["instanceType"]]
         assert entry["instanceType"] == configured[entry["name"]]["instanceType"]
