@@ -24,7 +24,7 @@ from components.scheduling import Scheduling, SchedulingArgs
 from components.storage import Storage, StorageArgs
 from components.teams import Teams, TeamsArgs
 from components.trainium_node_group import ElasticCapacity, TrainiumNodeGroup, TrainiumNodeGroupArgs
-from trainium_eks import file_system, layout, shares
+from trainium_eks import fsx_throughput, layout, shares
 from trainium_eks.config import PlatformConfig, TrainiumNodeGroupConfig
 from trainium_eks.contract import CONTRACT_VERSION
 
@@ -271,7 +271,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
             "fsxDnsName": storage.file_system.dns_name,
             "fsxMountName": storage.file_system.mount_name,
             "fsxMountPath": layout.FSX_MOUNT_PATH,
-            "fsxThroughputMBps": file_system.write_mb_s(
+            "fsxThroughputMBps": fsx_throughput.write_mb_s(
                 config.storage.deployment_type, config.storage.capacity_gib, config.storage.throughput_per_tib
             ),
             "datasetsPath": layout.DATASETS_DIR,

@@ -10,7 +10,7 @@ case, one whole step plus one checkpoint write:
 - ``step_seconds``: SIGTERM can come just after the workers agreed to go on, so a whole step runs before the next
   agreement (the script checkpoints before it agrees, so a step that writes its periodic checkpoint writes no second).
 - the write: weights and AdamW's two moments, in fp32, from ``checkpoint_bytes``, at the file system's throughput,
-  which the platform publishes as ``fsxThroughputMBps`` (``trainium_eks.file_system.write_mb_s``).
+  which the platform publishes as ``fsxThroughputMBps`` (``trainium_eks.fsx_throughput.write_mb_s``).
 - the margin, ``KUBERNETES_DEFAULT_GRACE_SECONDS``: what any pod gets to exit, kept on top for what the two terms do
   not count: copying the state off the device, the checkpoint's rename, tearing down the process group and exiting.
 

@@ -207,17 +207,3 @@ def read_metrics(path: Path) -> list[dict]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def wait_for_step(path: Path, step: int, rehearsal: Rehearsal, timeout: float) -> list[dict]:
-    """Poll the metrics until a record reaches ``step``; raises if the agents end or time runs out first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        records = read_metrics(path)
-        if records and records[-1]["step"] >= step:
-            return records
-        if any(a.process.poll() is not None for a in rehearsal.agents):
-            raise RuntimeError(f"an agent ended before step {step}:\n{rehearsal.logs_text()}")
-        time.sleep(0.1)
-    rehearsal.stop()
-    raise TimeoutError(f"no step {step} within {timeout}s:\n{rehearsal.logs_text()}")

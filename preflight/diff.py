@@ -194,10 +194,6 @@ def changed_values(old: Any, new: Any, prefix: str = "") -> Iterator[tuple[str, 
         yield prefix, old, new
 
 
-def changed_paths(old: Any, new: Any) -> Iterator[str]:
-    return (path for path, _, _ in changed_values(old, new))
-
-
 def replaces(resource_type: str, path: str) -> bool:
     properties = REPLACE_ON_CHANGE.get(resource_type, ())
     if resource_type.startswith("kubernetes:"):

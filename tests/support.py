@@ -1,5 +1,6 @@
 """Test helpers: evaluate a stack (optionally with config overrides) through the same engine `preflight` uses,
-run the preflight CLI, and pick resources out of a plan.
+run the preflight CLI and read its one-line refusals, pick resources out of a plan, and wait for a training run's step.
+Test modules share helpers through this module, never by importing one another.
 
 The stacks are read from ``$PREFLIGHT_STACK_DIR`` when it is set (``stackfile.stack_directory``): tests marked
 ``stacks`` read them and derive what they expect from them, so they pass on a user's edited stacks too
@@ -12,11 +13,13 @@ import functools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from jobs.local_agents import Rehearsal, read_metrics
 from preflight import engine, stackfile
 from trainium_eks import catalog
 from trainium_eks.config import PlatformConfig, parse
@@ -25,6 +28,12 @@ PROJECT = "trainium-eks"
 # Copies of the shipped stacks that the policy mutation cases edit (README.md there says why).
 FIXTURE_STACKS = Path(__file__).resolve().parent / "fixture_stacks"
 STACKS = tuple(stackfile.stack_names())
+# Existing network IDs for a stack that brings its own VPC and subnets.
+EXISTING = {
+    "existingVpcId": "vpc-0123456789abcdef0",
+    "existingPrivateSubnetIds": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+    "existingTrainiumSubnetId": "subnet-0123456789abcdef0",
+}
 
 
 def settings(stack: str, *, fixture: bool = False, **overrides: Any) -> stackfile.StackSettings:
@@ -39,6 +48,11 @@ def settings(stack: str, *, fixture: bool = False, **overrides: Any) -> stackfil
         else:
             config[full_key] = stackfile.cli_string(value)
     return dataclasses.replace(base, config=config)
+
+
+# An On-Demand Capacity Reservation of two nodes in the fixture staging stack's Trainium AZ ID.
+STAGING_AZ = settings("staging", fixture=True).config[f"{PROJECT}:trainiumAzId"]
+RESERVATION = {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": STAGING_AZ, "instanceCount": 2}
 
 
 def platform(stack: str, **overrides: Any) -> PlatformConfig:
@@ -148,3 +162,78 @@ def answer_json(handler, status: int, body: dict) -> None:
     handler.send_header("Content-Length", str(len(answer)))
     handler.end_headers()
     handler.wfile.write(answer)
+
+
+def wait_for_step(metrics: Path, step: int, run: Rehearsal | subprocess.Popen, timeout: float = 180) -> list[dict]:
+    """The training script's records once one reaches ``step``. Fails if the run (one process, or a rehearsal's
+    agents) ends first; stops it and raises TimeoutError if no record reaches ``step`` within ``timeout`` seconds."""
+    if isinstance(run, Rehearsal):
+        processes, logs, stop = [agent.process for agent in run.agents], run.logs_text, run.stop
+    else:
+        processes, logs, stop = [run], lambda: "", run.kill
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        records = read_metrics(metrics)
+        if records and records[-1]["step"] >= step:
+            return records
+        assert all(process.poll() is None for process in processes), f"the run ended before step {step}:\n{logs()}"
+        time.sleep(0.01)
+    stop()
+    raise TimeoutError(f"no step {step} within {timeout} s:\n{logs()}")
+
+
+# A plan of the shape `plan --json` prints, with the one resource every plan has.
+STACK_URN = "urn:pulumi:staging::trainium-eks::pulumi:pulumi:Stack::trainium-eks-staging"
+MINIMAL_PLAN = {
+    "project": "trainium-eks",
+    "stack": "staging",
+    "resources": [
+        {
+            "urn": STACK_URN,
+            "type": "pulumi:pulumi:Stack",
+            "name": "trainium-eks-staging",
+            "custom": False,
+            "parent": None,
+            "provider": None,
+            "protect": False,
+            "retainOnDelete": False,
+            "dependencies": [],
+            "propertyDependencies": {},
+            "inputs": {},
+        }
+    ],
+    "outputs": {},
+}
+
+
+def one_line(result: subprocess.CompletedProcess, *names: str) -> str:
+    """The error line, after checking the exit status, that it is the only line, and that it names ``names``."""
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    return lines[0]
+
+
+def check_report(result: subprocess.CompletedProcess) -> dict:
+    """The report `check --json` printed for one plan, after checking that it read the plan and exited as the report
+    calls for: 1 with a mandatory violation, 0 without."""
+    assert result.stderr == "" and result.returncode != 2, result.stderr
+    report = json.loads(result.stdout)
+    mandatory = [v["policy"] for v in report["violations"] if v["enforcementLevel"] == "mandatory"]
+    assert result.returncode == (1 if mandatory else 0), (result.returncode, mandatory)
+    return report
+
+
+def ec2_recommended_layout(cards: int) -> list[tuple[int, int, str]]:
+    """The EC2 User Guide's layout for EFA on several network cards ("Maximize network bandwidth on Amazon EC2
+    instances with multiple network cards"), written out: an ENA primary interface, card 0's EFA-only interface at
+    device 1, every other card's EFA-only interface at device 0."""
+    return [(0, 0, "interface"), (0, 1, "efa-only"), *((card, 0, "efa-only") for card in range(1, cards))]
+
+
+def with_groups(instance_type: str, *groups: dict, **overrides: Any) -> engine.Plan:
+    """The staging stack with ``groups`` of ``instance_type``, where the catalog offers it, and no teams."""
+    return evaluate("staging", trainiumNodeGroups=list(groups), teams=[], **offering(instance_type), **overrides)

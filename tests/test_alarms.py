@@ -66,7 +66,9 @@ def test_every_alarm_notifies_the_stacks_topic_when_it_fires_and_when_it_clears(
 def test_alarms_start_only_once_the_addon_publishes_their_metrics(stack):
     plan = monitored(stack)
     addon = one([a for a in plan.find("aws:eks/addon:Addon") if a.inputs["addonName"] == versions.CLOUDWATCH_OBSERVABILITY_ADDON])
-    for alarm in plan.find(ALARM):
+    alarms = plan.find(ALARM)
+    assert alarms
+    for alarm in alarms:
         assert addon.urn in alarm.dependencies, alarm.name
 
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import STACKS, cached_plan, evaluate, offering, one, platform, settings, sold_as
-from test_config import RESERVATION
+from support import RESERVATION, STACKS, cached_plan, evaluate, offering, one, platform, settings, sold_as
 
 from preflight import analysis
 from trainium_eks import catalog, layout, tokens

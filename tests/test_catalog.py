@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from support import ec2_recommended_layout
 
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import acceptance_floors, catalog, hardware, versions
@@ -104,13 +105,6 @@ def test_every_efa_type_has_a_bandwidth_floor_that_one_interface_cannot_reach(na
     ranks = 2 * spec.neuron_cores
     one_interface = 2 * (ranks - 1) / ranks / spec.max_efa_interfaces
     assert one_interface < floor, f"{name}: a single interface could reach {one_interface:.1%} >= the floor"
-
-
-def ec2_recommended_layout(cards: int) -> list[tuple[int, int, str]]:
-    """The EC2 User Guide's layout for EFA on several network cards ("Maximize network bandwidth on Amazon EC2
-    instances with multiple network cards"), written out: an ENA primary interface, card 0's EFA-only interface at
-    device 1, every other card's EFA-only interface at device 0."""
-    return [(0, 0, "interface"), (0, 1, "efa-only"), *((card, 0, "efa-only") for card in range(1, cards))]
 
 
 @pytest.mark.parametrize(("name", "cards"), [("trn1.32xlarge", 8), ("trn1n.32xlarge", 16), ("trn2.48xlarge", 16)])

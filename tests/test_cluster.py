@@ -47,7 +47,9 @@ def test_the_vpc_cni_add_on_runs_on_a_role_trusted_by_its_service_account_only(s
 
 def test_no_node_joins_before_the_vpc_cni_add_on_exists(stack_plan):
     cni = one([a for a in stack_plan.find("aws:eks/addon:Addon") if a.inputs["addonName"] == "vpc-cni"])
-    for group in stack_plan.find("aws:eks/nodeGroup:NodeGroup"):
+    groups = stack_plan.find("aws:eks/nodeGroup:NodeGroup")
+    assert groups  # the system nodes' group at least
+    for group in groups:
         assert cni.urn in group.dependencies, group.name
 
 

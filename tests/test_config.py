@@ -9,15 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from support import STACKS, node_group_config, offering, one_group, settings, sold_as
+from support import RESERVATION, STACKS, node_group_config, offering, one_group, settings, sold_as
 
 from trainium_eks import catalog, hardware, versions
 from trainium_eks.config import ConfigError, parse
 
 GROUP = node_group_config("trn1-32xl", "trn1.32xlarge")
 POOL = {"name": "trn1-32xl", "instanceType": "trn1.32xlarge", "provisioning": "karpenter", "maxSize": 2}
-STAGING_AZ = settings("staging", fixture=True).config["trainium-eks:trainiumAzId"]
-RESERVATION = {"type": "odcr", "id": "cr-0123456789abcdef0", "azId": STAGING_AZ, "instanceCount": 2}
 
 # Node image releases and training stacks, named by what versions.py says of them rather than by tag.
 UNSOURCED = next(tag for tag, release in versions.NODE_IMAGE_RELEASES.items() if release.neuron_driver is None)

@@ -19,12 +19,12 @@ import time
 from pathlib import Path, PurePosixPath
 
 import pytest
-from support import evaluate, one_group
+from support import evaluate, one_group, wait_for_step
 from transformers import BertForPreTraining
 
 from jobs.bert_job import DATASET
 from jobs.components import JOB_VERSION_ANNOTATION
-from jobs.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, read_metrics, stage_dataset, wait_for_step
+from jobs.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, read_metrics, stage_dataset
 from jobs.local_etcd import LocalEtcd
 from jobs.paths import run_directory
 from jobs.rehearsal_workloads import WORKLOADS

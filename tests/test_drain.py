@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import wait_for_step
 
 from jobs.local_agents import read_metrics
 from preflight.stackfile import REPO_ROOT
@@ -32,18 +33,6 @@ def options(shards: Path, output: Path) -> list[str]:
 def start(command: list[str], log: Path) -> subprocess.Popen:
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.Popen(command, cwd=REPO_ROOT, env=environment, stdout=log.open("w"), stderr=subprocess.STDOUT)
-
-
-def wait_for_step(metrics: Path, step: int, process: subprocess.Popen, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        records = read_metrics(metrics)
-        if records and records[-1]["step"] >= step:
-            return
-        assert process.poll() is None, "the run ended before it was signalled"
-        time.sleep(0.01)
-    process.kill()
-    raise TimeoutError(f"no step {step} within {timeout} s")
 
 
 def test_sigterm_finishes_the_step_checkpoints_it_exits_0_and_the_resume_loses_nothing(shards, tmp_path):

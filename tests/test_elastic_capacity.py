@@ -12,9 +12,18 @@ import json
 
 import pytest
 import yaml
-from support import STACKS, evaluate, offering, one, run_preflight, settings, sold_as
-from test_catalog import ec2_recommended_layout
-from test_trainium_node_group import with_groups
+from support import (
+    STACKS,
+    ec2_recommended_layout,
+    evaluate,
+    offering,
+    one,
+    platform,
+    run_preflight,
+    settings,
+    sold_as,
+    with_groups,
+)
 
 from preflight import analysis
 from trainium_eks import catalog, deployment, layout, versions
@@ -336,17 +345,19 @@ def test_karpenter_runs_on_the_system_nodes_with_its_queue_role_and_node_access(
 def test_karpenter_may_launch_and_end_only_this_clusters_nodes():
     plan = evaluate("staging")
     cluster = plan.outputs["clusterName"]
+    scoped = []
     for policy in plan.find(IAM_POLICY):
         for statement in json.loads(policy.inputs["policy"])["Statement"]:
             actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
             if any(a in ("ec2:TerminateInstances", "ec2:CreateLaunchTemplate", "ec2:CreateTags") for a in actions):
-                scoped = json.dumps(statement["Condition"])
-                assert f"kubernetes.io/cluster/{cluster}" in scoped, statement["Sid"]
+                assert f"kubernetes.io/cluster/{cluster}" in json.dumps(statement["Condition"]), statement["Sid"]
+                scoped.append(statement["Sid"])
             if "iam:PassRole" in actions:
                 assert statement["Resource"].startswith("arn:aws:iam::") and statement["Condition"]
             assert statement["Resource"] != "*" or not any(
                 a.split(":")[1].startswith(("Run", "Create", "Terminate", "Delete")) for a in actions
             )
+    assert scoped or not any(group.elastic for group in platform("staging").trainium_node_groups)  # Karpenter's, if any
 
 
 def test_pools_are_created_after_karpenter_and_its_crds():

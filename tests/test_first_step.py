@@ -6,8 +6,7 @@ import json
 
 import pytest
 from generation_mutations import TRN1_STACK, TRN2_STACK, TWO_GENERATIONS
-from support import STACKS, evaluate, one_group, run_preflight
-from test_network import EXISTING
+from support import EXISTING, STACKS, evaluate, one_group, run_preflight
 
 from preflight import analysis
 from trainium_eks import first_step, service_prices

@@ -16,9 +16,9 @@ from jobs.platform_job import JobRequest
 from training import pretrain_bert
 from training.data import write_synthetic_shard
 from training.options import BERT_TINY, CONFIGS
-from trainium_eks import file_system
+from trainium_eks import fsx_throughput
 from trainium_eks.contract import PlatformContract
-from trainium_eks.file_system import SCRATCH_WRITE_MBPS_PER_TIB
+from trainium_eks.fsx_throughput import SCRATCH_WRITE_MBPS_PER_TIB
 
 # The formula counts tensor bytes; the files add a fixed cost per tensor (torch.save's zip entry for each optimizer
 # state tensor, safetensors' JSON header, config.json). The tiny model's tensors are a few kilobytes each, so that
@@ -66,12 +66,12 @@ def test_the_grace_period_is_a_step_a_write_and_the_default_grace_period():
     ],
 )
 def test_the_file_systems_throughput_is_its_capacity_times_its_throughput_per_tib(deployment, capacity_gib, per_tib, mb_s):
-    assert file_system.write_mb_s(deployment, capacity_gib, per_tib) == pytest.approx(mb_s)
+    assert fsx_throughput.write_mb_s(deployment, capacity_gib, per_tib) == pytest.approx(mb_s)
 
 
 def test_a_persistent_file_system_without_throughput_is_refused():
     with pytest.raises(ValueError, match="PERSISTENT_1"):
-        file_system.write_mb_s("PERSISTENT_1", 1200, None)
+        fsx_throughput.write_mb_s("PERSISTENT_1", 1200, None)
 
 
 def test_the_tutorial_job_takes_its_measured_step_and_others_leave_it_out_until_given():

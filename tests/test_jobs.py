@@ -30,6 +30,7 @@ pytestmark = pytest.mark.stacks
 def test_dryrun_prints_the_volcano_job_of_each_group_the_stack_describes(tmp_path):
     """Each group's job, and its precompile where its backend precompiles; elsewhere --precompile is one line."""
     path, outputs = outputs_file(tmp_path)
+    assert outputs["trainiumNodeGroups"]
     for group in outputs["trainiumNodeGroups"]:
         elastic = outputs["trainiumNodeGroupScaling"][group["name"]]["provisioning"] == "karpenter"
         nodes = min(2, int(group["maxSize"] if elastic else group["desiredSize"]))

@@ -20,8 +20,18 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from job_outputs import outputs_file, run_module
-from support import FIXTURE_STACKS, cached_plan, evaluate, node_group_config, offering, run_preflight, settings, stack_copy
-from test_preflight_bad_input import MINIMAL_PLAN, one_line
+from support import (
+    FIXTURE_STACKS,
+    MINIMAL_PLAN,
+    cached_plan,
+    evaluate,
+    node_group_config,
+    offering,
+    one_line,
+    run_preflight,
+    settings,
+    stack_copy,
+)
 
 from preflight import analysis, check, stackfile
 from trainium_eks import catalog, cost
@@ -64,11 +74,15 @@ def running_node(instance_type: str) -> int:
 # ---- addresses --------------------------------------------------------------------------------------------------
 
 
+# The VPC CNI and kube-proxy, which eni-max-pods.txt adds to the pods with addresses ([MAX-PODS] in trainium_eks/catalog.py).
+HOST_NETWORK_PODS = 2
+
+
 @pytest.mark.parametrize("instance_type", [t for t, spec in catalog.INSTANCE_TYPES.items() if spec.max_pods])
 def test_the_cni_limits_give_the_eks_ami_max_pods(instance_type):
     """eni-max-pods.txt is the CNI's interfaces x (addresses - 1) + 2: the two tables the catalog cites agree."""
     spec = catalog.INSTANCE_TYPES[instance_type]
-    assert spec.cni_interfaces * (spec.ipv4_per_interface - 1) + catalog.HOST_NETWORK_PODS == spec.max_pods
+    assert spec.cni_interfaces * (spec.ipv4_per_interface - 1) + HOST_NETWORK_PODS == spec.max_pods
 
 
 @pytest.mark.parametrize("vpc_cidr", ["10.0.0.0/20", "10.0.0.0/16"])

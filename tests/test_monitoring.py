@@ -153,9 +153,11 @@ def test_the_dashboard_charts_what_a_training_run_is_watched_by():
 def test_the_dashboard_reads_this_stacks_cluster_file_system_and_etcd():
     plan = with_addon("staging")
     outputs = plan.outputs
+    read = set()
     for widget in dashboard(plan)["widgets"]:
         assert widget["properties"]["region"] == outputs["region"]
         for namespace, metric, dimensions, stat in series(widget):
+            read |= {namespace, metric}
             assert stat in {"Average", "Minimum", "Maximum", "Sum"}
             if namespace == "AWS/FSx":
                 assert dimensions == {"FileSystemId": outputs["fsxFileSystemId"]}
@@ -165,6 +167,7 @@ def test_the_dashboard_reads_this_stacks_cluster_file_system_and_etcd():
             if metric == "service_number_of_running_pods":
                 assert dimensions["Namespace"] == outputs["jobNamespace"]
                 assert outputs["etcdEndpoint"].startswith(dimensions["Service"] + ".")
+    assert {"ContainerInsights", "AWS/FSx", "service_number_of_running_pods"} <= read  # the cluster, file system and etcd
 
 
 def test_the_dashboard_widgets_fit_the_grid_without_overlapping():

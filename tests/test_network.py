@@ -6,7 +6,7 @@ import ipaddress
 import re
 
 import pytest
-from support import STACKS, evaluate, one, platform, settings
+from support import EXISTING, STACKS, evaluate, one, platform, settings
 
 from components.network import DeployTimeCheckError, subnet_cidrs
 from preflight.mocks import PlatformMocks
@@ -39,7 +39,9 @@ def test_private_subnets_span_distinct_azs_with_the_trainium_subnet_in_the_confi
 
 def test_subnets_carry_the_load_balancer_and_cluster_tags(stack_plan):
     cluster = stack_plan.outputs["clusterName"]
-    for subnet in stack_plan.find(SUBNET):
+    subnets = stack_plan.find(SUBNET)
+    assert bool(subnets) == (platform(stack_plan.stack).network.existing is None)  # an adopted VPC's are its owner's
+    for subnet in subnets:
         role = "kubernetes.io/role/internal-elb" if "-private-" in subnet.name else "kubernetes.io/role/elb"
         assert subnet.inputs["tags"][role] == "1"
         assert subnet.inputs["tags"][f"kubernetes.io/cluster/{cluster}"] == "shared"
@@ -77,13 +79,6 @@ def test_deploy_time_offering_check_fails_with_a_clear_message():
     offered = f"{', '.join(types)} in {config.network.trainium_az_id}"
     with pytest.raises(DeployTimeCheckError, match=re.escape(f"trainiumAzId: EC2 reports no offering of {offered}")):
         evaluate("staging", mocks_factory=NothingOffered)
-
-
-EXISTING = {
-    "existingVpcId": "vpc-0123456789abcdef0",
-    "existingPrivateSubnetIds": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
-    "existingTrainiumSubnetId": "subnet-0123456789abcdef0",
-}
 
 
 def one_group_of(stack: str, **group) -> dict:

@@ -8,7 +8,7 @@ import re
 import pytest
 from support import STACKS, evaluate, platform, settings
 
-from trainium_eks import catalog, file_system, versions
+from trainium_eks import catalog, fsx_throughput, versions
 from trainium_eks.contract import CONTRACT_VERSION, KEYS, OPTIONAL_KEYS, PlatformContract
 
 # Contract 1.x: consumers may rely on every one of these keys. Removing or renaming one needs a major bump.
@@ -87,6 +87,7 @@ def test_kubeconfig_is_secret(stack_plan):
 def test_node_group_entries_describe_the_hardware(stack_plan):
     stack = stack_plan.stack
     configured = {g["name"]: g for g in json.loads(settings(stack).config["trainium-eks:trainiumNodeGroups"])}
+    assert sorted(entry["name"] for entry in stack_plan.outputs["trainiumNodeGroups"]) == sorted(configured)
     for entry in stack_plan.outputs["trainiumNodeGroups"]:
         spec = catalog.INSTANCE_TYPES[entry["instanceType"]]
         assert entry["instanceType"] == configured[entry["name"]]["instanceType"]
@@ -131,8 +132,8 @@ def test_the_file_systems_throughput_is_published_as_its_plan_provisions_it(stac
     (fsx,) = [r for r in stack_plan.resources if r.type == "aws:fsx/lustreFileSystem:LustreFileSystem"]
     deployment, capacity, per_tib = (fsx.inputs.get(k) for k in ("deploymentType", "storageCapacity", "perUnitStorageThroughput"))
     published = stack_plan.outputs["fsxThroughputMBps"]
-    assert published == pytest.approx(file_system.write_mb_s(deployment, capacity, per_tib))
-    assert file_system.write_mb_s(deployment, 2 * capacity, per_tib) == pytest.approx(2 * published)
+    assert published == pytest.approx(fsx_throughput.write_mb_s(deployment, capacity, per_tib))
+    assert fsx_throughput.write_mb_s(deployment, 2 * capacity, per_tib) == pytest.approx(2 * published)
     assert PlatformContract.from_outputs(stack_plan.outputs).fsx_throughput_mbps == published
 
 

@@ -90,7 +90,9 @@ def test_queues_wait_for_volcano_and_volcano_is_pinned(stack_plan):
     volcano = one([r for r in stack_plan.find("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "volcano"])
     assert volcano.inputs["version"] == versions.VOLCANO_CHART.version
     assert volcano.inputs["values"]["custom"]["default_ns"] == {layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE}
-    for queue in stack_plan.find(QUEUE):
+    queues = stack_plan.find(QUEUE)
+    assert queues
+    for queue in queues:
         assert volcano.urn in queue.dependencies
 
 

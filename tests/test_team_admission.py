@@ -85,20 +85,24 @@ def test_the_plan_of_a_stack_with_teams_holds_the_admission_policies(plan, polic
     assert namespace.inputs["metadata"]["labels"][layout.TEAM_LABEL] == TEAM
     # A member is given access only once the policies hold.
     admission = {p.urn for p in plan.find(tokens.K8S_VALIDATING_ADMISSION_POLICY)}
-    for entry in plan.find(tokens.EKS_ACCESS_ENTRY):
-        if entry.inputs["principalArn"] in FIXTURE_TEAMS[0]["principalArns"]:
-            assert admission <= set(entry.dependencies)
+    members = [e for e in plan.find(tokens.EKS_ACCESS_ENTRY) if e.inputs["principalArn"] in FIXTURE_TEAMS[0]["principalArns"]]
+    assert admission and len(members) == len(FIXTURE_TEAMS[0]["principalArns"]), members
+    for entry in members:
+        assert admission <= set(entry.dependencies)
 
 
 def test_the_policies_pass_strict_schema_validation(plan):
     version = settings(STACK, fixture=True).config["trainium-eks:kubernetesVersion"]
     for kind in (tokens.K8S_VALIDATING_ADMISSION_POLICY, tokens.K8S_VALIDATING_ADMISSION_POLICY_BINDING):
-        for resource in plan.find(kind):
+        resources = plan.find(kind)
+        assert resources, kind
+        for resource in resources:
             kubernetes_validate.validate(manifest(resource), version, strict=True)
 
 
 def test_every_expression_compiles(policies):
     """What the API server compiles when it stores a policy: a syntax error would refuse the policy itself."""
+    assert set(policies) == set(POLICIES.values())
     for policy in policies.values():
         spec = policy.policy["spec"]
         for expression in [v["expression"] for v in spec["variables"]] + [
@@ -255,9 +259,10 @@ def test_every_policy_admits_and_refuses_something_in_the_table(policies, namesp
 
 
 def test_the_platforms_own_binding_is_admitted(plan, policies, namespaces):
-    for binding in plan.find(tokens.K8S_ROLE_BINDING):
-        if binding.inputs["metadata"]["namespace"] == layout.team_namespace(TEAM):
-            assert review(policies, _request(ROLE_BINDING, manifest(binding), namespaces["team"])) == {}
+    own = [b for b in plan.find(tokens.K8S_ROLE_BINDING) if b.inputs["metadata"]["namespace"] == layout.team_namespace(TEAM)]
+    assert own
+    for binding in own:
+        assert review(policies, _request(ROLE_BINDING, manifest(binding), namespaces["team"])) == {}
 
 
 def test_the_rules_hold_only_in_team_namespaces(policies, namespaces):

@@ -11,8 +11,7 @@ from fractions import Fraction
 
 import pytest
 from generation_mutations import TWO_GENERATIONS
-from support import PROJECT, cached_plan, evaluate, run_preflight, stack_copy
-from test_preflight_bad_input import one_line
+from support import PROJECT, cached_plan, evaluate, one_line, run_preflight, stack_copy
 
 from preflight import stackfile
 from trainium_eks import catalog, hardware, layout, shares, tokens

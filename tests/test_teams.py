@@ -13,8 +13,7 @@ import json
 import pytest
 from admission_review import NAMESPACE_NAME_LABEL, selects
 from job_outputs import run_module
-from support import PROJECT, evaluate, one, one_group, run_preflight, settings, stack_copy
-from test_preflight_bad_input import one_line
+from support import PROJECT, evaluate, one, one_group, one_line, run_preflight, settings, stack_copy
 
 from jobs import bert_job, launch
 from trainium_eks import layout, tokens

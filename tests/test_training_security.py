@@ -7,12 +7,12 @@ from __future__ import annotations
 import copy
 
 import pytest
+from restricted_standard import restricted_findings
 from support import STACKS, cached_plan, one
 
 from jobs import bert_job, launch, training_security
 from preflight.stackfile import REPO_ROOT
 from trainium_eks.contract import PlatformContract
-from trainium_eks.pod_security import restricted_findings
 
 pytestmark = pytest.mark.stacks
 
@@ -27,7 +27,9 @@ def job_pods(stack: str, precompile: bool) -> list[dict]:
 @pytest.mark.parametrize("precompile", [False, True], ids=["train", "precompile"])
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_job_pods_break_only_the_listed_fields_of_restricted(stack, precompile):
-    for pod in job_pods(stack, precompile):
+    pods = job_pods(stack, precompile)
+    assert pods
+    for pod in pods:
         findings = restricted_findings(pod)
         assert {path.rsplit(".", 1)[1] for path in findings} == set(training_security.LEFT_OUT), findings
         assert pod["automountServiceAccountToken"] is False

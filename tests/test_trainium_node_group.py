@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 
 import pytest
-from support import STACKS, by_urn, evaluate, node_group_config, offering, one, settings, sold_as
+from support import STACKS, by_urn, evaluate, node_group_config, offering, one, platform, settings, sold_as, with_groups
 
 from trainium_eks import catalog, hardware, layout, versions
 
@@ -22,11 +22,6 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 FIXTURE_STACK = "staging"
-
-
-def with_groups(instance_type: str, *groups: dict, **overrides):
-    """A fixture of a stack with ``groups`` of ``instance_type``, where the catalog offers it, and no teams."""
-    return evaluate(FIXTURE_STACK, trainiumNodeGroups=list(groups), teams=[], **offering(instance_type), **overrides)
 
 
 def plan_with(instance_type: str, **extra):
@@ -104,9 +99,9 @@ def test_node_group_lives_in_the_single_trainium_subnet(stack):
     plan = evaluate(stack)
     trainium_subnet = one([r for r in plan.find(SUBNET) if r.name.endswith("private-trainium")])
     assert trainium_subnet.inputs["availabilityZoneId"] == settings(stack).config["trainium-eks:trainiumAzId"]
-    for ng in plan.find(NG):
-        if ng.inputs["amiType"] != "AL2023_x86_64_NEURON":
-            continue
+    trainium = [ng for ng in plan.find(NG) if ng.inputs["amiType"] == "AL2023_x86_64_NEURON"]
+    assert len(trainium) == sum(not group.elastic for group in platform(stack).trainium_node_groups)
+    for ng in trainium:
         assert len(ng.inputs["subnetIds"]) == 1
         assert ng.property_dependencies["subnetIds"] == [trainium_subnet.urn]
 
@@ -145,7 +140,9 @@ def test_scaling_comes_from_the_stack_config():
 
 
 def test_every_launch_template_requires_imdsv2_and_encrypts_a_gp3_root(stack_plan):
-    for lt in stack_plan.find(LT):
+    templates = stack_plan.find(LT)
+    assert templates  # the system nodes' at least
+    for lt in templates:
         metadata = lt.inputs["metadataOptions"]
         assert metadata["httpTokens"] == "required"
         assert metadata["httpPutResponseHopLimit"] == 1  # no pod but host-network ones reaches IMDS

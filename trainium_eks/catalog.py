@@ -90,7 +90,6 @@ PRICE_SOURCE = (
 )
 
 HOURS_PER_MONTH = 730  # AWS's convention for monthly estimates
-HOST_NETWORK_PODS = 2  # the VPC CNI and kube-proxy, which eni-max-pods.txt adds to the pods with addresses [MAX-PODS]
 
 #: The account's FSx for Lustre storage (all file systems of a region) without a quota increase [FSX-QUOTA].
 FSX_LUSTRE_STORAGE_QUOTA_GIB: Mapping[str, int] = MappingProxyType(

@@ -119,7 +119,7 @@ class PlatformContract(BaseModel):
     fsx_dns_name: Text | None = since("1.1.0", default=None, alias="fsxDnsName")
     fsx_mount_name: Text | None = since("1.1.0", default=None, alias="fsxMountName")
     fsx_mount_path: Text = since(FIRST, alias="fsxMountPath")
-    # The file system's write throughput in MB/s (``file_system.write_mb_s``): how fast a drained job's checkpoint is
+    # The file system's write throughput in MB/s (``fsx_throughput.write_mb_s``): how fast a drained job's checkpoint is
     # written, from which the launcher sets its pods' termination grace period.
     fsx_throughput_mbps: PositiveFloat | None = since("1.6.0", default=None, alias="fsxThroughputMBps")
     datasets_path: Text = since(FIRST, alias="datasetsPath")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from trainium_eks import service_prices, tokens, versions
 from trainium_eks.contract import job_node_ceiling
-from trainium_eks.file_system import write_mb_s
+from trainium_eks.fsx_throughput import write_mb_s
 from trainium_eks.graph import Graph, Node, number, vpc_endpoint_service
 from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
 from trainium_eks.wording import counted
@@ -29,7 +29,7 @@ KARPENTER_NODE_READY_MINUTES = 40 / 60
 ENDPOINT_GBPS = 10.0
 NAT_GBPS = 5.0
 # The tutorial's dataset, "50+ GB", written once into the file system (seed tutorial, data preparation), at the file
-# system's write throughput (``file_system.write_mb_s``).
+# system's write throughput (``fsx_throughput.write_mb_s``).
 DATASET_GB = 50
 # The tutorial's neuron_parallel_compile of the BERT-large job on two trn1.32xlarge: "~15 min" for its 6 graphs.
 # A warm cache (the same graphs compiled before, on the shared file system) skips it.

@@ -20,7 +20,6 @@ def whole(pattern: str) -> re.Pattern:
 # Kubernetes object names ("Object Names and IDs"): an RFC 1123 label (namespaces, label-like names) and subdomain.
 DNS_LABEL = whole(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 DNS_SUBDOMAIN = whole(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-DNS_SUBDOMAIN_MAX = 253
 # Kubernetes label names and values: 63 characters at most, alphanumerics at both ends, "-_." between; a key may
 # carry a DNS-subdomain prefix and "/" (kubernetes.io, "Labels and Selectors", syntax and character set).
 LABEL_NAME = whole(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
