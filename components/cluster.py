@@ -89,9 +89,42 @@ class Cluster(pulumi.ComponentResource):
         super().__init__("trainium-eks:cluster:Cluster", name, None, opts)
         cfg = args.config
         tags = dict(args.tags)
+        control_plane = self._control_plane(name, args, tags)
+        node_role, attachments = node_role_with_policies(
+            f"{name}-node", description=f"Instance role of the managed node groups of {cfg.name}", tags=tags, parent=self
+        )
+        vpc_cni = self._system_nodes(name, args, control_plane, node_role, attachments, tags)
+        self.provider = self._kubernetes_provider(name, args, control_plane, tags)
+        self.block_storage_class = self._block_storage(name, cfg, control_plane, tags, args.protect)
+        if args.node_monitoring_agent:
+            # Node conditions for Neuron, kernel, networking, storage and runtime faults, which node auto repair acts on.
+            # No service-account role: the add-on "doesn't require additional permissions" (EKS user guide, available
+            # add-ons); its chart tolerates every taint, so it runs on Trainium nodes too. ACTIVE once its DaemonSet runs.
+            self._addon(
+                name,
+                "node-monitoring",
+                versions.NODE_MONITORING_AGENT_ADDON,
+                cfg,
+                control_plane,
+                tags,
+                depends_on=[self.system_node_group],
+            )
+
+        self.name = control_plane.eks_cluster.name
+        self.endpoint = control_plane.eks_cluster.endpoint
+        self.kubeconfig = pulumi.Output.secret(control_plane.kubeconfig_json)
+        self.oidc_provider_arn = control_plane.oidc_provider_arn
+        self.oidc_issuer = control_plane.oidc_issuer
+        self.cluster_security_group_id = control_plane.eks_cluster.vpc_config.cluster_security_group_id
+        self.node_role_arn = node_role.arn
+        self.node_role_dependencies = [*attachments, vpc_cni]
+        self.register_outputs({"name": self.name, "endpoint": self.endpoint, "oidcProviderArn": self.oidc_provider_arn})
+
+    def _control_plane(self, name: str, args: ClusterArgs, tags: dict) -> eks.Cluster:
+        """The EKS control plane with its Secrets key, its log group, and a cluster role that cannot create log groups."""
+        cfg = args.config
         child = pulumi.ResourceOptions(parent=self)
         stateful = pulumi.ResourceOptions(parent=self, protect=args.protect)
-
         secrets_key = aws.kms.Key(
             f"{name}-secrets",
             description=f"Envelope encryption of Kubernetes Secrets in {cfg.name}",
@@ -155,11 +188,19 @@ class Cluster(pulumi.ComponentResource):
             policy=json.dumps(DENY_LOG_GROUP_CREATION),
             opts=child,
         )
+        return control_plane
 
-        node_role, attachments = node_role_with_policies(
-            f"{name}-node", description=f"Instance role of the managed node groups of {cfg.name}", tags=tags, parent=self
-        )
-
+    def _system_nodes(
+        self,
+        name: str,
+        args: ClusterArgs,
+        control_plane: eks.Cluster,
+        node_role: aws.iam.Role,
+        attachments: Sequence[aws.iam.RolePolicyAttachment],
+        tags: dict,
+    ) -> aws.eks.Addon:
+        """The system node group (``self.system_node_group``), after the VPC CNI add-on it needs, which it returns."""
+        cfg = args.config
         system_template = launch_template(
             f"{name}-system",
             NodeTemplate(
@@ -204,7 +245,10 @@ class Cluster(pulumi.ComponentResource):
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*attachments, vpc_cni, *args.node_routing]),
         )
+        return vpc_cni
 
+    def _kubernetes_provider(self, name: str, args: ClusterArgs, control_plane: eks.Cluster, tags: dict) -> k8s.Provider:
+        """The Kubernetes provider, and the ingress rules that let the in-VPC API clients reach the endpoint."""
         # EKS user guide, "Cluster API server endpoint": with private access, the cluster security group must allow
         # ingress on 443 from the network the client is in.
         api_clients = [
@@ -217,11 +261,11 @@ class Cluster(pulumi.ComponentResource):
                 to_port=443,
                 description="Kubernetes API from an in-VPC client (the deploy runner, the API access host)",
                 tags=tags,
-                opts=child,
+                opts=pulumi.ResourceOptions(parent=self),
             )
             for i, group_id in enumerate(args.api_client_security_group_ids)
         ]
-        self.provider = k8s.Provider(
+        return k8s.Provider(
             f"{name}-k8s",
             kubeconfig=control_plane.kubeconfig_json,
             enable_server_side_apply=True,
@@ -232,31 +276,6 @@ class Cluster(pulumi.ComponentResource):
             # resource changes.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*api_clients, *args.api_access_path]),
         )
-
-        self.block_storage_class = self._block_storage(name, cfg, control_plane, tags, args.protect)
-        if args.node_monitoring_agent:
-            # Node conditions for Neuron, kernel, networking, storage and runtime faults, which node auto repair acts on.
-            # No service-account role: the add-on "doesn't require additional permissions" (EKS user guide, available
-            # add-ons); its chart tolerates every taint, so it runs on Trainium nodes too. ACTIVE once its DaemonSet runs.
-            self._addon(
-                name,
-                "node-monitoring",
-                versions.NODE_MONITORING_AGENT_ADDON,
-                cfg,
-                control_plane,
-                tags,
-                depends_on=[self.system_node_group],
-            )
-
-        self.name = control_plane.eks_cluster.name
-        self.endpoint = control_plane.eks_cluster.endpoint
-        self.kubeconfig = pulumi.Output.secret(control_plane.kubeconfig_json)
-        self.oidc_provider_arn = control_plane.oidc_provider_arn
-        self.oidc_issuer = control_plane.oidc_issuer
-        self.cluster_security_group_id = control_plane.eks_cluster.vpc_config.cluster_security_group_id
-        self.node_role_arn = node_role.arn
-        self.node_role_dependencies = [*attachments, vpc_cni]
-        self.register_outputs({"name": self.name, "endpoint": self.endpoint, "oidcProviderArn": self.oidc_provider_arn})
 
     def _addon(
         self,

@@ -1,10 +1,9 @@
-"""Platform: composes every component and publishes the output contract other teams consume.
-
-The contract is a flat map of stable, camelCase, JSON-friendly values. Consumers read it through a
-StackReference; the keys and their versions are declared in ``trainium_eks/contract.py``.
-"""
+"""Platform: composes every component and publishes the output contract other teams consume
+(``components/platform_contract.py``)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pulumi
 
@@ -19,33 +18,28 @@ from components.karpenter import Karpenter, KarpenterArgs
 from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.observability import Observability, ObservabilityArgs
+from components.platform_contract import platform_contract
 from components.registry import Registry, RegistryArgs
 from components.scheduling import Scheduling, SchedulingArgs
 from components.storage import Storage, StorageArgs
 from components.teams import Teams, TeamsArgs
 from components.trainium_node_group import ElasticCapacity, TrainiumNodeGroup, TrainiumNodeGroupArgs
-from trainium_eks import fsx_throughput, layout, shares
-from trainium_eks.config import PlatformConfig, TrainiumNodeGroupConfig
-from trainium_eks.contract import CONTRACT_VERSION
+from trainium_eks import layout, shares
+from trainium_eks.config import PlatformConfig
 
 
-def software_entry(group: TrainiumNodeGroupConfig, repository_url: pulumi.Input[str]) -> dict:
-    """What the group runs, for the contract's ``trainiumNodeGroupSoftware``: its generation, its training stack's image
-    in the stack's repository (the tag ``make image`` pushes), backend and runtime, and its node image and driver."""
-    stack, release = group.stack, group.release
-    return {
-        "generation": group.spec.generation,
-        "trainingStack": stack.name,
-        "trainingImage": pulumi.Output.concat(repository_url, ":", stack.image_tag),
-        "backend": stack.backend.name,
-        "neuronRuntime": stack.runtime.library,
-        "nodeImageRelease": release.tag,
-        "neuronDriver": release.neuron_driver,
-    }
+@dataclass(frozen=True)
+class ClusterServices:
+    """What runs in the cluster for training, as the later stages and the contract need it."""
+
+    scheduling: Scheduling
+    storage: Storage
+    teams: Teams
 
 
 class TrainiumPlatform(pulumi.ComponentResource):
-    """The whole Trainium training platform of one stack."""
+    """The whole Trainium training platform of one stack, built in stages: the network and the ways into it, the
+    cluster, the Trainium capacity, the services in the cluster, monitoring, then the contract."""
 
     contract: dict[str, pulumi.Input]
 
@@ -60,34 +54,10 @@ class TrainiumPlatform(pulumi.ComponentResource):
         """``deploy_runner_only``: a new private stack's first step, run from outside the VPC, which no Kubernetes API
         call can be made from: the network and the deploy runner, under the names the whole platform gives them."""
         super().__init__("trainium-eks:index:Platform", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        tags = config.tags
-        protect = config.protect_stateful
         if deploy_runner_only:
             refuse_an_existing_cluster(config.cluster.name)
-
-        network = Network(
-            f"{name}-network",
-            NetworkArgs(
-                config=config.network,
-                cluster_name=config.cluster.name,
-                trainium_instance_types=[g.instance_type for g in config.trainium_node_groups],
-                tags=tags,
-                region=config.region,
-                endpoint_services=endpoint_services(
-                    elastic=any(g.elastic for g in config.trainium_node_groups),
-                    cloudwatch=config.monitoring.cloudwatch_observability,
-                ),
-            ),
-            opts=child,
-        )
-        runner = None
-        if config.deploy_runner is not None:
-            runner = DeployRunner(
-                f"{name}-deploy-runner",
-                DeployRunnerArgs(config.deploy_runner, config.region, network.vpc_id, network.private_subnet_ids, tags),
-                opts=child,
-            )
+        network = self._network(name, config)
+        runner = self._deploy_runner(name, config, network)
         if deploy_runner_only and runner is not None:
             # Not the contract: consumers refuse a stack without contractVersion until the whole platform runs.
             self.contract = {
@@ -98,23 +68,86 @@ class TrainiumPlatform(pulumi.ComponentResource):
             }
             self.register_outputs(self.contract)
             return
-        # A private-only endpoint answers from the VPC alone: the deploy runner reaches it there, and people through
-        # the access host's port forwarding.
-        access = None
-        if not config.cluster.endpoint_public_access:
-            access = ApiAccessHost(
-                f"{name}-api-access",
-                ApiAccessArgs(
-                    config.cluster.name,
-                    config.region,
-                    network.vpc_id,
-                    network.private_subnet_ids.apply(lambda ids: ids[0]),
-                    tags,
+        access = self._api_access_host(name, config, network)
+        cluster = self._cluster(name, config, network, runner, access)
+        node_groups = self._trainium_capacity(name, config, network, cluster)
+        services = self._cluster_services(name, config, network, cluster)
+        registry = Registry(
+            f"{name}-registry", RegistryArgs(config.registry, config.tags, config.protect_stateful), opts=self._child()
+        )
+        self._alerting(name, config, cluster, services.storage)
+        tensorboard_service = self._tensorboard(name, config, cluster, services)
+        self.contract = platform_contract(config, network, cluster, node_groups, services, registry, tensorboard_service)
+        if access is not None:
+            self.contract["apiAccess"] = {
+                "hostInstanceId": access.instance_id,
+                "usersPolicyArn": access.users_policy_arn,
+                "document": PORT_FORWARDING_DOCUMENT,
+            }
+        self.register_outputs(self.contract)
+
+    def _child(self) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self)
+
+    def _in_cluster(self, cluster: Cluster) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, provider=cluster.provider)  # inherited by Kubernetes children
+
+    def _network(self, name: str, config: PlatformConfig) -> Network:
+        """The VPC, with the endpoints the stack's features call."""
+        return Network(
+            f"{name}-network",
+            NetworkArgs(
+                config=config.network,
+                cluster_name=config.cluster.name,
+                trainium_instance_types=[g.instance_type for g in config.trainium_node_groups],
+                tags=config.tags,
+                region=config.region,
+                endpoint_services=endpoint_services(
+                    elastic=any(g.elastic for g in config.trainium_node_groups),
+                    cloudwatch=config.monitoring.cloudwatch_observability,
                 ),
-                opts=child,
-            )
-        api_clients = [client.security_group_id for client in (runner, access) if client is not None]
-        cluster = Cluster(
+            ),
+            opts=self._child(),
+        )
+
+    def _deploy_runner(self, name: str, config: PlatformConfig, network: Network) -> DeployRunner | None:
+        """The in-VPC deploy runner, when the stack configures one."""
+        if config.deploy_runner is None:
+            return None
+        return DeployRunner(
+            f"{name}-deploy-runner",
+            DeployRunnerArgs(config.deploy_runner, config.region, network.vpc_id, network.private_subnet_ids, config.tags),
+            opts=self._child(),
+        )
+
+    def _api_access_host(self, name: str, config: PlatformConfig, network: Network) -> ApiAccessHost | None:
+        """A private-only endpoint answers from the VPC alone: the deploy runner reaches it there, and people through
+        the access host's port forwarding."""
+        if config.cluster.endpoint_public_access:
+            return None
+        return ApiAccessHost(
+            f"{name}-api-access",
+            ApiAccessArgs(
+                config.cluster.name,
+                config.region,
+                network.vpc_id,
+                network.private_subnet_ids.apply(lambda ids: ids[0]),
+                config.tags,
+            ),
+            opts=self._child(),
+        )
+
+    def _cluster(
+        self,
+        name: str,
+        config: PlatformConfig,
+        network: Network,
+        runner: DeployRunner | None,
+        access: ApiAccessHost | None,
+    ) -> Cluster:
+        """The EKS cluster, its API reachable from the in-VPC clients (the deploy runner, the access host)."""
+        api_clients = [client for client in (runner, access) if client is not None]
+        return Cluster(
             f"{name}-cluster",
             ClusterArgs(
                 config=config.cluster,
@@ -122,15 +155,19 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 private_subnet_ids=network.private_subnet_ids,
                 public_subnet_ids=network.public_subnet_ids,
                 node_routing=network.private_routing,
-                tags=tags,
-                protect=protect,
+                tags=config.tags,
+                protect=config.protect_stateful,
                 node_monitoring_agent=config.node_health.monitoring_agent,
-                api_client_security_group_ids=api_clients,
-                api_access_path=[network, *(client for client in (runner, access) if client is not None)],
+                api_client_security_group_ids=[client.security_group_id for client in api_clients],
+                api_access_path=[network, *api_clients],
             ),
-            opts=child,
+            opts=self._child(),
         )
-        in_cluster = pulumi.ResourceOptions(parent=self, provider=cluster.provider)  # inherited by Kubernetes children
+
+    def _trainium_capacity(
+        self, name: str, config: PlatformConfig, network: Network, cluster: Cluster
+    ) -> list[TrainiumNodeGroup]:
+        """The Trainium node groups, and Karpenter when any of them is elastic."""
         elastic = None
         if any(group.elastic for group in config.trainium_node_groups):
             karpenter = Karpenter(
@@ -143,12 +180,12 @@ class TrainiumPlatform(pulumi.ComponentResource):
                     oidc_issuer=cluster.oidc_issuer,
                     system_nodes=cluster.system_node_group,
                     node_repair=config.node_health.repair is not None,
-                    tags=tags,
+                    tags=config.tags,
                 ),
-                opts=in_cluster,
+                opts=self._in_cluster(cluster),
             )
             elastic = ElasticCapacity(karpenter.node_role_name, cluster.provider, karpenter.controller)
-        node_groups = [
+        return [
             TrainiumNodeGroup(
                 f"{name}-{group.name}",
                 TrainiumNodeGroupArgs(
@@ -161,15 +198,19 @@ class TrainiumPlatform(pulumi.ComponentResource):
                     az_id=config.network.trainium_az_id,
                     region=config.region,
                     capacity_block_tag_value=layout.capacity_block_tag_value(config.cluster.name, group.name),
-                    tags=tags,
+                    tags=config.tags,
                     repair=config.node_health.repair,
                     depends_on=[*cluster.node_role_dependencies, *network.private_routing],
                     elastic=elastic,
                 ),
-                opts=child,
+                opts=self._child(),
             )
             for group in config.trainium_node_groups
         ]
+
+    def _cluster_services(self, name: str, config: PlatformConfig, network: Network, cluster: Cluster) -> ClusterServices:
+        """The device plugins, scheduling (Volcano, etcd, the job namespace), the shared file system and the teams."""
+        in_cluster = self._in_cluster(cluster)
         DevicePlugins(
             f"{name}-device-plugins",
             DevicePluginsArgs(cluster.system_node_group, config.region),
@@ -197,8 +238,8 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 oidc_issuer=cluster.oidc_issuer,
                 job_namespace=scheduling.job_namespace,
                 system_nodes=cluster.system_node_group,
-                tags=tags,
-                protect=protect,
+                tags=config.tags,
+                protect=config.protect_stateful,
             ),
             opts=in_cluster,
         )
@@ -216,79 +257,37 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 job_namespace=scheduling.job_namespace,
                 root_claim_name=storage.claim_name,
                 volcano=scheduling.volcano,
-                tags=tags,
+                tags=config.tags,
             ),
             opts=in_cluster,
         )
-        registry = Registry(f"{name}-registry", RegistryArgs(config.registry, tags, protect), opts=child)
+        return ClusterServices(scheduling, storage, teams)
+
+    def _alerting(self, name: str, config: PlatformConfig, cluster: Cluster, storage: Storage) -> None:
+        """Container Insights, the dashboard and the alarms; the Capacity Block notices when alarms have a topic."""
         if config.monitoring.cloudwatch_observability:
-            self._monitor(name, config, cluster, storage, child)
+            self._monitor(name, config, cluster, storage, self._child())
         if any(group.in_capacity_block for group in config.trainium_node_groups) and config.monitoring.alarms:
             CapacityBlockEvents(
                 f"{name}-capacity-blocks",
-                CapacityBlockEventsArgs(config.cluster.name, config.monitoring.alarm_topic_arn, tags),
-                opts=child,
-            )
-        tensorboard_service = ""  # the contract keeps the key; empty means TensorBoard is off
-        if config.tensorboard:
-            observability = Observability(
-                f"{name}-observability",
-                ObservabilityArgs(scheduling.job_namespace, storage.claim_name, cluster.system_node_group),
-                opts=in_cluster,
-            )
-            tensorboard_service = pulumi.Output.concat(
-                observability.service_name, ".", scheduling.job_namespace, ".svc.cluster.local:", str(layout.TENSORBOARD_PORT)
+                CapacityBlockEventsArgs(config.cluster.name, config.monitoring.alarm_topic_arn, config.tags),
+                opts=self._child(),
             )
 
-        self.contract = {
-            "contractVersion": CONTRACT_VERSION,
-            "environment": config.environment,
-            "region": config.region,
-            "clusterName": cluster.name,
-            "clusterEndpoint": cluster.endpoint,
-            "kubeconfig": cluster.kubeconfig,
-            "oidcProviderArn": cluster.oidc_provider_arn,
-            "clusterSecurityGroupId": cluster.cluster_security_group_id,
-            "vpcId": network.vpc_id,
-            "privateSubnetIds": network.private_subnet_ids,
-            "trainiumSubnetId": network.trainium_subnet_id,
-            "trainiumAvailabilityZone": network.trainium_availability_zone,
-            "trainiumAzId": network.trainium_az_id,
-            "trainiumNodeGroups": [ng.contract_entry() for ng in node_groups],
-            "trainiumPrivateIpsPerNode": {g.name: g.private_ips_per_node for g in config.trainium_node_groups},
-            "trainiumNodeGroupScaling": {ng.config.name: ng.scaling_entry() for ng in node_groups},
-            "trainiumNodeGroupSoftware": {
-                g.name: software_entry(g, registry.repository_url) for g in config.trainium_node_groups
-            },
-            "nodeTaints": [
-                {"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": layout.NEURON_TAINT_EFFECT_K8S}
-            ],
-            "volcanoQueues": scheduling.queues,
-            "etcdEndpoint": scheduling.etcd_endpoint,
-            "jobNamespace": scheduling.job_namespace,
-            "fsxClaimName": storage.claim_name,
-            "fsxFileSystemId": storage.file_system.id,
-            "fsxDnsName": storage.file_system.dns_name,
-            "fsxMountName": storage.file_system.mount_name,
-            "fsxMountPath": layout.FSX_MOUNT_PATH,
-            "fsxThroughputMBps": fsx_throughput.write_mb_s(
-                config.storage.deployment_type, config.storage.capacity_gib, config.storage.throughput_per_tib
-            ),
-            "datasetsPath": layout.DATASETS_DIR,
-            "checkpointsPath": layout.CHECKPOINTS_DIR,
-            "neuronCompileCachePath": layout.NEURON_COMPILE_CACHE_DIR,
-            "tensorboardLogPath": layout.TENSORBOARD_LOG_DIR,
-            "ecrRepositoryUrl": registry.repository_url,
-            "tensorboardService": tensorboard_service,
-            "teams": teams.contract,
-        }
-        if access is not None:
-            self.contract["apiAccess"] = {
-                "hostInstanceId": access.instance_id,
-                "usersPolicyArn": access.users_policy_arn,
-                "document": PORT_FORWARDING_DOCUMENT,
-            }
-        self.register_outputs(self.contract)
+    def _tensorboard(self, name: str, config: PlatformConfig, cluster: Cluster, services: ClusterServices) -> pulumi.Input[str]:
+        """TensorBoard over the shared file system; its in-cluster address, or "" when it is off (the contract keeps
+        the key)."""
+        if not config.tensorboard:
+            return ""
+        namespace = services.scheduling.job_namespace
+        observability = Observability(
+            f"{name}-observability",
+            ObservabilityArgs(namespace, services.storage.claim_name, cluster.system_node_group),
+            opts=self._in_cluster(cluster),
+        )
+        return pulumi.Output.concat(
+            observability.service_name, ".", namespace, ".svc.cluster.local:", str(layout.TENSORBOARD_PORT)
+        )
 
     def _monitor(
         self, name: str, config: PlatformConfig, cluster: Cluster, storage: Storage, opts: pulumi.ResourceOptions

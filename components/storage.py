@@ -71,12 +71,33 @@ class Storage(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: StorageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainium-eks:storage:Storage", name, None, opts)
-        cfg = args.config
         tags = dict(args.tags)
-        child = pulumi.ResourceOptions(parent=self)
-        stateful = pulumi.ResourceOptions(parent=self, protect=args.protect)
+        security_group = self._security_group(name, args, tags)
+        self.file_system = self._file_system(name, args, security_group, tags)
+        self._csi_driver(name, args, tags)
         k8s_opts = pulumi.ResourceOptions(parent=self)
+        claim = static_claim(
+            f"{name}-fsx",
+            FsxVolume(
+                volume_name=pulumi.Output.concat(args.job_namespace, "-", args.config.claim_name),
+                namespace=args.job_namespace,
+                claim_name=args.config.claim_name,
+                capacity_gib=args.config.capacity_gib,
+                handle=self.file_system.id,
+                dns_name=self.file_system.dns_name,
+                mount_name=self.file_system.mount_name,
+                labels={"app.kubernetes.io/part-of": "trainium-eks"},
+            ),
+            volume_opts=k8s_opts,
+            claim_opts=k8s_opts,
+        )
 
+        self.claim_name = claim.metadata.name
+        self.register_outputs({"fileSystemId": self.file_system.id, "claimName": self.claim_name})
+
+    def _security_group(self, name: str, args: StorageArgs, tags: dict) -> aws.ec2.SecurityGroup:
+        """The file system's security group: Lustre ports from the cluster's nodes and between the servers."""
+        child = pulumi.ResourceOptions(parent=self)
         # Rules are separate resources (never inline, which would be authoritative over them): the file system
         # then needs only its group and subnet, and is created while the EKS control plane is.
         security_group = aws.ec2.SecurityGroup(
@@ -108,6 +129,15 @@ class Storage(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
+        return security_group
+
+    def _file_system(
+        self, name: str, args: StorageArgs, security_group: aws.ec2.SecurityGroup, tags: dict
+    ) -> aws.fsx.LustreFileSystem:
+        """The Lustre file system (with its key and backups when persistent) and its S3 data repository, if any."""
+        cfg = args.config
+        child = pulumi.ResourceOptions(parent=self)
+        stateful = pulumi.ResourceOptions(parent=self, protect=args.protect)
         persistent = {}
         if cfg.persistent:
             key = aws.kms.Key(
@@ -126,7 +156,7 @@ class Storage(pulumi.ComponentResource):
                 "skip_final_backup": False,  # destroying the file system leaves a backup behind
             }
         # Scratch file systems are encrypted at rest with FSx-managed keys; a customer key is not accepted.
-        self.file_system = aws.fsx.LustreFileSystem(
+        file_system = aws.fsx.LustreFileSystem(
             f"{name}-lustre",
             subnet_ids=args.subnet_id,
             security_group_ids=[security_group.id],
@@ -142,7 +172,7 @@ class Storage(pulumi.ComponentResource):
         if cfg.data_repository_path:
             aws.fsx.DataRepositoryAssociation(
                 f"{name}-s3",
-                file_system_id=self.file_system.id,
+                file_system_id=file_system.id,
                 file_system_path=layout.DATA_REPOSITORY_DIR,
                 data_repository_path=cfg.data_repository_path,
                 batch_import_meta_data_on_create=True,
@@ -153,7 +183,11 @@ class Storage(pulumi.ComponentResource):
                 tags=tags,
                 opts=child,
             )
+        return file_system
 
+    def _csi_driver(self, name: str, args: StorageArgs, tags: dict) -> None:
+        """The FSx CSI driver, its controller on a service-account role that may expand this file system only."""
+        child = pulumi.ResourceOptions(parent=self)
         fsx_role = irsa_role(
             f"{name}-fsx-csi",
             description="FSx for Lustre CSI controller",
@@ -184,25 +218,6 @@ class Storage(pulumi.ComponentResource):
             parent=self,
             depends_on=[args.system_nodes],
         )
-
-        claim = static_claim(
-            f"{name}-fsx",
-            FsxVolume(
-                volume_name=pulumi.Output.concat(args.job_namespace, "-", cfg.claim_name),
-                namespace=args.job_namespace,
-                claim_name=cfg.claim_name,
-                capacity_gib=cfg.capacity_gib,
-                handle=self.file_system.id,
-                dns_name=self.file_system.dns_name,
-                mount_name=self.file_system.mount_name,
-                labels={"app.kubernetes.io/part-of": "trainium-eks"},
-            ),
-            volume_opts=k8s_opts,
-            claim_opts=k8s_opts,
-        )
-
-        self.claim_name = claim.metadata.name
-        self.register_outputs({"fileSystemId": self.file_system.id, "claimName": self.claim_name})
 
 
 @dataclass(frozen=True)

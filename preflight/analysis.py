@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from preflight.drain_windows import capacity_block_drains, drain_lines
 from preflight.node_facts import node_lines, trainium_nodes
+from preflight.planfile import PlanFile
 from preflight.team_jobs import largest_team_jobs, team_job_lines
 from trainium_eks import catalog, cost, deployment, first_step, system_fit, tokens
 from trainium_eks.graph import Graph
@@ -26,11 +27,11 @@ def region_of(plan: dict) -> str:
 def annotate(plan: dict, image_gib: float | None = None) -> dict:
     """The plan with ``capacityBlockDrains``, ``cost``, ``deployment``, ``firstStep``, ``systemFit``, ``teamJobs``
     and ``trainiumNodes`` added (as ``plan --json`` and ``check --json`` print them); ``image_gib`` is the training
-    image's size, when known."""
+    image's size, when known. It is written through the plan file's model (``preflight.planfile``), which reads it back."""
     graph = Graph.from_records(plan["resources"])
     schedule = deployment.Schedule(graph).to_json()
     fit = system_fit.system_fit(graph)
-    return {
+    annotated = {
         **plan,
         "capacityBlockDrains": capacity_block_drains(graph, plan["outputs"]),
         "cost": cost.estimate(graph, region_of(plan)).to_json(),
@@ -40,6 +41,7 @@ def annotate(plan: dict, image_gib: float | None = None) -> dict:
         "teamJobs": largest_team_jobs(plan["outputs"]),
         "trainiumNodes": trainium_nodes(graph),
     }
+    return PlanFile.written(annotated).to_json()
 
 
 def first_steps(plan: dict) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from jobs import capacity_blocks, launch, torchtitan_job
 from jobs.grace_period import CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS, GracePeriod
 from jobs.platform_job import JobRequest
+from preflight import planfile
 from training import options
 from trainium_eks.contract import ContractError, PlatformContract
 from trainium_eks.graph import Graph
@@ -27,47 +28,47 @@ def _recipes(instance_type: str) -> dict[str, str]:
     return recipes
 
 
-def _drain(contract: PlatformContract, group: str, workload: str, recipe: str) -> dict:
+def _drain(contract: PlatformContract, group: str, workload: str, recipe: str) -> planfile.CapacityBlockDrain:
     request = JobRequest(name=launch.WORKLOADS[workload].default_name, node_group=group)
     grace = launch.WORKLOADS[workload].plan(contract, request).grace_period(contract.fsx_throughput_mbps)
-    return {
-        "workload": workload,
-        "recipe": recipe,
-        "checkpointBytes": grace.checkpoint_bytes,
-        "throughputMBps": grace.throughput_mb_s,
-        "stepSeconds": grace.step_seconds,
-        "graceSeconds": grace.seconds,
-        "fits": grace.fits_capacity_block_window,
-        "throughputToFitMBps": grace.throughput_to_fit(),
-        "stepToFitSeconds": grace.step_to_fit(),
-    }
+    return planfile.CapacityBlockDrain.record(
+        workload=workload,
+        recipe=recipe,
+        checkpoint_bytes=grace.checkpoint_bytes,
+        throughput_mb_s=grace.throughput_mb_s,
+        step_seconds=grace.step_seconds,
+        grace_seconds=grace.seconds,
+        fits=grace.fits_capacity_block_window,
+        throughput_to_fit_mb_s=grace.throughput_to_fit(),
+        step_to_fit_seconds=grace.step_to_fit(),
+    )
 
 
 def capacity_block_drains(graph: Graph, outputs: dict) -> dict:
-    """Each Capacity Block group's default jobs' drains against the block's window; ``launcherChecks``: whether
-    ``jobs.launch`` knows the group runs in a block (``capacity_blocks.in_capacity_block``) and so refuses a drain too long."""
+    """Each Capacity Block group's default jobs' drains against the block's window, as the plan file carries them;
+    ``launcherChecks``: whether ``jobs.launch`` knows the group runs in a block (``capacity_blocks.in_capacity_block``)
+    and so refuses a drain too long."""
     names = [group.name for group in trainium_groups(graph) if group.in_capacity_block()]
-    drains = {"windowSeconds": CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS, "groups": [], "notKnown": None}
+    window = CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS
     if not names:
-        return drains
+        return planfile.CapacityBlockDrains.record(window_seconds=window, groups=(), not_known=None).to_json()
     try:
         contract = PlatformContract.from_outputs(outputs)
     except ContractError:
-        return {**drains, "notKnown": PREVIEW}
-    for group in contract.node_groups:
-        if group.name in names and contract.fsx_throughput_mbps is not None:
-            drains["groups"].append(
-                {
-                    "group": group.name,
-                    "instanceType": group.instance_type,
-                    "launcherChecks": capacity_blocks.in_capacity_block(contract, group),
-                    "drains": [
-                        _drain(contract, group.name, workload, recipe)
-                        for workload, recipe in _recipes(group.instance_type).items()
-                    ],
-                }
-            )
-    return drains
+        return planfile.CapacityBlockDrains.record(window_seconds=window, groups=(), not_known=PREVIEW).to_json()
+    groups = tuple(
+        planfile.CapacityBlockGroup.record(
+            group=group.name,
+            instance_type=group.instance_type,
+            launcher_checks=capacity_blocks.in_capacity_block(contract, group),
+            drains=tuple(
+                _drain(contract, group.name, workload, recipe) for workload, recipe in _recipes(group.instance_type).items()
+            ),
+        )
+        for group in contract.node_groups
+        if group.name in names and contract.fsx_throughput_mbps is not None
+    )
+    return planfile.CapacityBlockDrains.record(window_seconds=window, groups=groups, not_known=None).to_json()
 
 
 def drain_lines(drains: dict) -> list[str]:

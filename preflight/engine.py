@@ -21,6 +21,7 @@ from typing import Any
 import pulumi
 from google.protobuf import json_format
 
+from preflight import planfile
 from preflight.mocks import PlatformMocks
 from preflight.stackfile import REPO_ROOT, StackSettings
 from trainium_eks import config as platform_config
@@ -76,21 +77,22 @@ class Resource:
     inputs: dict[str, Any]
     ignore_changes: list[str] = field(default_factory=list)  # an update keeps these paths' values from the last deployment
 
-    def to_json(self) -> dict:
-        return {
-            "urn": self.urn,
-            "type": self.type,
-            "name": self.name,
-            "custom": self.custom,
-            "parent": self.parent,
-            "provider": self.provider,
-            "protect": self.protect,
-            "retainOnDelete": self.retain_on_delete,
-            "dependencies": self.dependencies,
-            "propertyDependencies": self.property_dependencies,
-            "inputs": self.inputs,
-            "ignoreChanges": self.ignore_changes,
-        }
+    def record(self) -> planfile.PlannedResource:
+        """The registration as the plan file carries it."""
+        return planfile.PlannedResource.record(
+            urn=self.urn,
+            type=self.type,
+            name=self.name,
+            custom=self.custom,
+            parent=self.parent,
+            provider=self.provider,
+            protect=self.protect,
+            retain_on_delete=self.retain_on_delete,
+            dependencies=tuple(self.dependencies),
+            property_dependencies={key: tuple(urns) for key, urns in self.property_dependencies.items()},
+            inputs=self.inputs,
+            ignore_changes=tuple(self.ignore_changes),
+        )
 
 
 @dataclass
@@ -102,12 +104,11 @@ class Plan:
     outputs: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {
-            "project": self.project,
-            "stack": self.stack,
-            "resources": [r.to_json() for r in self.resources],
-            "outputs": self.outputs,
-        }
+        """The plan as the plan file carries it, without the annotations (``preflight.analysis.annotate``)."""
+        resources = tuple(r.record() for r in self.resources)
+        return planfile.PlanFile.record(
+            project=self.project, stack=self.stack, resources=resources, outputs=self.outputs
+        ).to_plan()
 
     def find(self, type_: str, name: str | None = None) -> list[Resource]:
         """Resources of ``type_`` (and ``name``), for tests and reports."""

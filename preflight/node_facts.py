@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from preflight import planfile
 from trainium_eks import hardware, layout, versions
 from trainium_eks.config import addresses
 from trainium_eks.graph import Graph, known
@@ -14,23 +15,23 @@ from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
 from trainium_eks.wording import span
 
 
-def _training_stack(group: TrainiumGroup) -> dict | None:
+def _training_stack(group: TrainiumGroup) -> planfile.TrainingStack | None:
     """The training stack the group's nodes are labelled with (None: none the platform knows, or unknown)."""
     stack = group.training_stack()
     if stack is None:
         return None
-    return {
-        "name": stack.name,
-        "generations": list(stack.generations),
-        "backend": stack.backend.name,
-        "imageTag": stack.image_tag,
-        "neuronSdk": stack.runtime.sdk,
-        "neuronRuntime": stack.runtime.library,
-        "drivers": stack.runtime.drivers,
-    }
+    return planfile.TrainingStack.record(
+        name=stack.name,
+        generations=tuple(stack.generations),
+        backend=stack.backend.name,
+        image_tag=stack.image_tag,
+        neuron_sdk=stack.runtime.sdk,
+        neuron_runtime=stack.runtime.library,
+        drivers=stack.runtime.drivers,
+    )
 
 
-def _node_image(group: TrainiumGroup) -> dict:
+def _node_image(group: TrainiumGroup) -> planfile.NodeImage:
     """The image the group boots: how it spells it (None: a preview does not know it yet), the release it pins, that
     release's Neuron driver (None: no source states it) and whether the group's training stack's runtime initialises
     on it (None: not known)."""
@@ -38,12 +39,12 @@ def _node_image(group: TrainiumGroup) -> dict:
     release = versions.node_image_release(pinned[0]) if pinned and pinned[0] else None
     stack = group.training_stack()
     driver = release.neuron_driver if release else None
-    return {
-        "image": pinned[1] if pinned else None,
-        "release": f"v{pinned[0]}" if pinned and pinned[0] else None,
-        "neuronDriver": driver,
-        "trainingRuntimeRunsOnIt": stack.runtime.runs_on(driver) if stack and driver else None,
-    }
+    return planfile.NodeImage.record(
+        image=pinned[1] if pinned else None,
+        release=f"v{pinned[0]}" if pinned and pinned[0] else None,
+        neuron_driver=driver,
+        training_runtime_runs_on_it=stack.runtime.runs_on(driver) if stack and driver else None,
+    )
 
 
 def _subnet_addresses(group: TrainiumGroup) -> tuple[str, int] | None:
@@ -58,7 +59,7 @@ def _subnet_addresses(group: TrainiumGroup) -> tuple[str, int] | None:
         return None
 
 
-def _node_addresses(group: TrainiumGroup) -> dict | None:
+def _node_addresses(group: TrainiumGroup) -> planfile.NodeAddresses | None:
     """What the group's nodes take from their subnet, counted as the config rule counts it
     (``trainium_eks.config.addresses``): a running node, and one crowded with pods; None while not known."""
     interfaces, most = group.interfaces(), group.max_size
@@ -70,36 +71,35 @@ def _node_addresses(group: TrainiumGroup) -> dict | None:
     running = addresses.node_addresses(group.spec.name, interface_ips)
     crowded = addresses.node_addresses(group.spec.name, interface_ips, crowded=True)
     subnet = _subnet_addresses(group)
-    return {
-        "interfaceAddresses": interface_ips,
-        "efaInterfaces": sum(1 for i in described if i.get("interfaceType") in hardware.EFA_INTERFACE_TYPES),
-        "perRunningNode": running,
-        "perCrowdedNode": crowded,
-        "maxSize": most,
-        "atMaxSize": running * most,
-        "crowdedAtMaxSize": crowded * most,
-        "subnetCidr": subnet[0] if subnet else None,
-        "subnetUsable": subnet[1] if subnet else None,
-    }
+    return planfile.NodeAddresses.record(
+        interface_addresses=interface_ips,
+        efa_interfaces=sum(1 for i in described if i.get("interfaceType") in hardware.EFA_INTERFACE_TYPES),
+        per_running_node=running,
+        per_crowded_node=crowded,
+        max_size=most,
+        at_max_size=running * most,
+        crowded_at_max_size=crowded * most,
+        subnet_cidr=subnet[0] if subnet else None,
+        subnet_usable=subnet[1] if subnet else None,
+    )
 
 
 def trainium_nodes(graph: Graph) -> dict:
     """Each Trainium group's generation, training stack, node image and Neuron driver, and the private addresses its
-    nodes take."""
-    return {
-        "groups": [
-            {
-                "group": group.name,
-                "resource": group.node.name,
-                "instanceType": group.spec.name,
-                "generation": group.spec.generation,
-                "trainingStack": _training_stack(group),
-                "nodeImage": _node_image(group),
-                "addresses": _node_addresses(group),
-            }
-            for group in trainium_groups(graph)
-        ]
-    }
+    nodes take, as the plan file carries them."""
+    groups = tuple(
+        planfile.TrainiumNodeGroup.record(
+            group=group.name,
+            resource=group.node.name,
+            instance_type=group.spec.name,
+            generation=group.spec.generation,
+            training_stack=_training_stack(group),
+            node_image=_node_image(group),
+            addresses=_node_addresses(group),
+        )
+        for group in trainium_groups(graph)
+    )
+    return planfile.TrainiumNodes.record(groups=groups).to_json()
 
 
 def _stack_line(group: dict) -> str:

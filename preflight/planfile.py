@@ -1,9 +1,12 @@
-"""A saved plan (what `preflight plan --json` writes), read at the edge for `preflight check --graph FILE`.
+"""The plan file: one set of frozen models, which `preflight plan --json` writes and `preflight check --graph FILE`
+reads back.
 
-The file is parsed once into frozen models that state every field's type, exactly the shape ``plan --json``
-prints: the engine's plan (``engine.Plan.to_json``) with the ``cost``, ``deployment``, ``firstStep``, ``systemFit``,
-``teamJobs`` and ``trainiumNodes`` annotations (``preflight.analysis``, ``preflight.node_facts``), which may be left out.
-Anything else is refused with one line ``<file>: <json path>: <problem>; <fix>``.
+The models state every field's type and its camelCase name on the wire: the engine's plan (``engine.Plan.to_json``)
+with the ``capacityBlockDrains``, ``cost``, ``deployment``, ``firstStep``, ``systemFit``, ``teamJobs`` and
+``trainiumNodes`` annotations. ``preflight.analysis.annotate`` builds a ``PlanFile`` and writes its ``to_json``;
+``node_facts``, ``drain_windows`` and ``team_jobs`` build their parts as these models (``record``). A file is read
+with ``read``, which may find the annotations left out and refuses anything else with one line
+``<file>: <json path>: <problem>; <fix>``.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, StringConstraints, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
@@ -58,6 +61,19 @@ class _Record(BaseModel):
     # strict: JSON `1` is not a boolean nor `"1"` a number, as the engine never writes them that way.
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
+    @classmethod
+    def record(cls, **fields: Any) -> Self:
+        """A record as a writer builds it, by field name (a file is read by the wire names alone)."""
+        return cls.model_validate(fields, by_alias=False, by_name=True)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as the plan file carries it."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+# A figure as the analysis computed it: JSON writes 2 and 2.0 apart, so an integer stays one when written back.
+Number = int | float
+
 
 class PlannedResource(_Record):
     """One registration as the engine sees it (``engine.Resource.to_json``)."""
@@ -79,8 +95,8 @@ class PlannedResource(_Record):
 class CostLine(_Record):
     urn: str
     description: str
-    hourly_usd: float = Field(alias="hourlyUsd")
-    idle_hourly_usd: float = Field(alias="idleHourlyUsd")
+    hourly_usd: Number = Field(alias="hourlyUsd")
+    idle_hourly_usd: Number = Field(alias="idleHourlyUsd")
     priced: bool = True
 
 
@@ -90,17 +106,17 @@ class PrepaidBlock(_Record):
     reservation: str | None
     instances: int
     instance_type: str = Field(alias="instanceType")
-    instance_hourly_usd: float = Field(alias="instanceHourlyUsd")
-    hourly_usd: float = Field(alias="hourlyUsd")
+    instance_hourly_usd: Number = Field(alias="instanceHourlyUsd")
+    hourly_usd: Number = Field(alias="hourlyUsd")
 
 
 class CostEstimate(_Record):
     """``trainium_eks.cost.CostEstimate.to_json``."""
 
-    hourly_usd: float = Field(alias="hourlyUsd")
-    monthly_usd: float = Field(alias="monthlyUsd")
-    idle_hourly_usd: float = Field(alias="idleHourlyUsd")
-    idle_monthly_usd: float = Field(alias="idleMonthlyUsd")
+    hourly_usd: Number = Field(alias="hourlyUsd")
+    monthly_usd: Number = Field(alias="monthlyUsd")
+    idle_hourly_usd: Number = Field(alias="idleHourlyUsd")
+    idle_monthly_usd: Number = Field(alias="idleMonthlyUsd")
     price_source: str = Field(alias="priceSource")
     lines: tuple[CostLine, ...]
     prepaid: tuple[PrepaidBlock, ...] = ()
@@ -109,9 +125,9 @@ class CostEstimate(_Record):
 class DeploymentStep(_Record):
     urn: str
     type: str
-    start_minute: float = Field(alias="startMinute")
-    finish_minute: float = Field(alias="finishMinute")
-    minutes: float
+    start_minute: Number = Field(alias="startMinute")
+    finish_minute: Number = Field(alias="finishMinute")
+    minutes: Number
     source: str
 
 
@@ -123,7 +139,7 @@ class OrderingWait(_Record):
 class DeploymentSchedule(_Record):
     """``trainium_eks.deployment.Schedule.to_json``."""
 
-    critical_path_minutes: float = Field(alias="criticalPathMinutes")
+    critical_path_minutes: Number = Field(alias="criticalPathMinutes")
     critical_path: tuple[str, ...] = Field(alias="criticalPath")
     steps: tuple[DeploymentStep, ...]
     ordering_only_waits: tuple[OrderingWait, ...] = Field(alias="orderingOnlyWaits")
@@ -131,7 +147,7 @@ class DeploymentSchedule(_Record):
 
 class FirstStepTerm(_Record):
     what: str
-    minutes: float | None
+    minutes: Number | None
     source: str
     cold_only: bool = Field(alias="coldOnly")
 
@@ -141,15 +157,15 @@ class FirstStep(_Record):
 
     group: str
     nodes: int
-    cold_minutes: float = Field(alias="coldMinutes")
-    warm_minutes: float = Field(alias="warmMinutes")
+    cold_minutes: Number = Field(alias="coldMinutes")
+    warm_minutes: Number = Field(alias="warmMinutes")
     terms: tuple[FirstStepTerm, ...]
     not_counted: str = Field(alias="notCounted")
 
 
 class NodeRequests(_Record):
-    millicpu: float
-    memory_mib: float = Field(alias="memoryMiB")
+    millicpu: Number
+    memory_mib: Number = Field(alias="memoryMiB")
 
 
 class SystemFit(_Record):
@@ -157,8 +173,8 @@ class SystemFit(_Record):
 
     instance_type: str = Field(alias="instanceType")
     nodes: int
-    allocatable_millicpu: float = Field(alias="allocatableMillicpu")
-    allocatable_memory_mib: float = Field(alias="allocatableMemoryMiB")
+    allocatable_millicpu: Number = Field(alias="allocatableMillicpu")
+    allocatable_memory_mib: Number = Field(alias="allocatableMemoryMiB")
     requested_per_node: tuple[NodeRequests, ...] = Field(alias="requestedPerNode")
     unplaced: tuple[str, ...]
     unreadable: tuple[str, ...] = ()
@@ -215,8 +231,8 @@ class CapacityBlockDrain(_Record):
     workload: str
     recipe: str
     checkpoint_bytes: int = Field(alias="checkpointBytes")
-    throughput_mb_s: float = Field(alias="throughputMBps")
-    step_seconds: float | None = Field(alias="stepSeconds")
+    throughput_mb_s: Number = Field(alias="throughputMBps")
+    step_seconds: Number | None = Field(alias="stepSeconds")
     grace_seconds: int = Field(alias="graceSeconds")
     fits: bool
     throughput_to_fit_mb_s: int | None = Field(alias="throughputToFitMBps")
@@ -245,8 +261,8 @@ class TeamGroupJob(_Record):
     workers: int
     limited_by: str | None = Field(alias="limitedBy")
     resource: str | None
-    per_node: float | None = Field(alias="perNode")
-    admitted: float | None
+    per_node: Number | None = Field(alias="perNode")
+    admitted: Number | None
 
 
 class TeamJobs(_Record):
@@ -285,6 +301,12 @@ class PlanFile(_Record):
                 raise PydanticCustomError("duplicate_urn", "two resources have the urn {urn}", {"urn": resource.urn})
             seen.add(resource.urn)
         return resources
+
+    @classmethod
+    def written(cls, plan: dict[str, Any]) -> Self:
+        """The plan as the engine and the analyses give it, checked against the model before it is written; lax only
+        in taking their lists where the model keeps tuples."""
+        return cls.model_validate(plan, strict=False)
 
     def to_plan(self) -> dict[str, Any]:
         """The plan as the engine's ``Plan.to_json`` gives it, which the policy check and the analysis read."""

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from jobs.capacity import largest_admitted
 from jobs.platform_job import whole_node_usage
+from preflight import planfile
 from trainium_eks.contract import ContractError, PlatformContract
 from trainium_eks.wording import counted
 
 PREVIEW = "not known in a preview: the stack's outputs the launcher reads are not"
 
 
-def _largest(contract: PlatformContract, group) -> dict:
+def _largest(contract: PlatformContract, group) -> planfile.TeamGroupJob:
     software = contract.software(group)
     workers = group.neuron_cores_per_node  # the launcher's default: a worker per NeuronCore
     per_node = whole_node_usage(
@@ -23,30 +24,32 @@ def _largest(contract: PlatformContract, group) -> dict:
     )
     largest = largest_admitted(contract, group, per_node)
     bound = largest.bound
-    return {
-        "group": group.name,
-        "instanceType": group.instance_type,
-        "nodes": largest.nodes,
-        "workers": largest.nodes * workers,
+    return planfile.TeamGroupJob.record(
+        group=group.name,
+        instance_type=group.instance_type,
+        nodes=largest.nodes,
+        workers=largest.nodes * workers,
         # what stops one node more: None, the group's size
-        "limitedBy": None if bound is None else bound.name,
-        "resource": largest.resource,
-        "perNode": None if bound is None else float(per_node[largest.resource]),
-        "admitted": None if bound is None else float(bound.limits[largest.resource]),
-    }
+        limited_by=None if bound is None else bound.name,
+        resource=largest.resource,
+        per_node=None if bound is None else float(per_node[largest.resource]),
+        admitted=None if bound is None else float(bound.limits[largest.resource]),
+    )
 
 
 def largest_team_jobs(outputs: dict) -> dict:
-    """For each team the outputs declare, the largest job it can run on each Trainium group."""
+    """For each team the outputs declare, the largest job it can run on each Trainium group, as the plan file
+    carries it."""
     try:
         contract = PlatformContract.from_outputs(outputs)
     except ContractError:
-        return {"teams": [], "notKnown": PREVIEW if outputs.get("teams") else None}
-    teams = []
-    for team in contract.teams:
-        workspace = contract.for_team(team.name)
-        teams.append({"team": team.name, "groups": [_largest(workspace, group) for group in workspace.node_groups]})
-    return {"teams": teams, "notKnown": None}
+        return planfile.LargestTeamJobs.record(teams=(), not_known=PREVIEW if outputs.get("teams") else None).to_json()
+    teams = tuple(_team_jobs(contract.for_team(team.name), team.name) for team in contract.teams)
+    return planfile.LargestTeamJobs.record(teams=teams, not_known=None).to_json()
+
+
+def _team_jobs(workspace: PlatformContract, team: str) -> planfile.TeamJobs:
+    return planfile.TeamJobs.record(team=team, groups=tuple(_largest(workspace, group) for group in workspace.node_groups))
 
 
 def team_job_lines(team_jobs: dict) -> list[str]:

@@ -27,7 +27,7 @@ from jobs.torchtitan_job import recipe_of
 from policies.rules import access_path, cleanup, teams
 from preflight import cli
 from trainium_eks import catalog, layout, names, tokens
-from trainium_eks.config.stack_operations import LOG_RETENTION_DAYS
+from trainium_eks.config.key_values import LOG_RETENTION_DAYS
 from trainium_eks.contract import ContractError, PlatformContract
 from trainium_eks.graph import Graph
 

@@ -85,7 +85,8 @@ def test_plan_json_holds_the_generation_stack_node_image_and_address_facts_the_t
         # The text's lines about this group show the same values.
         heading, stack_line, image_line, address_line = group_lines(text, facts)
         assert f"({group.instance_type}, {group.spec.generation}; {facts['resource']})" in heading
-        assert f"training stack {group.stack.name}: {group.stack.backend} backend, image :{group.stack.image_tag}" in stack_line
+        stack = group.stack
+        assert f"training stack {stack.name}: {stack.backend.name} backend, image :{stack.image_tag}" in stack_line
         assert "does NOT" not in stack_line
         release = f"node image release {group.release.tag} ({image['image']}), Neuron driver aws-neuronx-dkms"
         assert f"{release} {group.release.neuron_driver}: {group.stack.name}'s runtime runs on it" in image_line

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 from policies.rules import Violation, describe
 from trainium_eks import tokens
-from trainium_eks.config.stack_operations import LOG_RETENTION_DAYS
+from trainium_eks.config.key_values import LOG_RETENTION_DAYS
 from trainium_eks.graph import Graph, Node, dig, is_unknown, number
 
 KARPENTER_CHART = "karpenter"  # the controller's chart (karpenter-crd only brings the CRDs)
