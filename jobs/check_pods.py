@@ -6,9 +6,7 @@ Every check takes the stack's contract, the node group it checks and the nodes a
 from __future__ import annotations
 
 from jobs.capacity import LaunchError
-from jobs.compile_cache import CompileCache
-from jobs.platform_job import DO_NOT_DISRUPT, JobRequest, Placement, group_software, request_devices
-from jobs.workload import TrainingRun, training_job
+from jobs.platform_job import DO_NOT_DISRUPT, request_devices
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
 from trainium_eks.pod_security import (
@@ -114,17 +112,3 @@ def two_efa_nodes(contract: PlatformContract, group: NodeGroup, check: str, floo
             f"{' of a type with a bandwidth floor (trainium_eks/acceptance_floors.py)' if floor is None else ''} "
             f"(it holds {held} x {group.instance_type})"
         )
-
-
-def torchrun_check(
-    contract: PlatformContract, group: NodeGroup, module: str, *args: str, name: str, nodes: int, bf16: bool = False
-) -> dict:
-    """A check that runs ``module`` under torchrun on ``nodes`` whole nodes of ``group`` (one rank per NeuronCore), on
-    the group's image and backend, once; it writes its compiled graphs to the shared volume's ``acceptance`` cache."""
-    software = group_software(contract, group)
-    placed = Placement(group, software, group.neuron_cores_per_node, contract.queues[0], nodes, software.training_image)
-    run = TrainingRun(JobRequest(name=name), placed, module, args, CompileCache(ACCEPTANCE_CACHE, {}), bf16_flag=bf16)
-    job = training_job(contract, run)
-    for task in job["spec"]["tasks"]:
-        hardened(task["template"]["spec"], SHARED_VOLUME_OWNER)
-    return run_once(job)
