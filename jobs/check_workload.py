@@ -15,16 +15,17 @@ from dataclasses import dataclass
 from torchx import specs
 from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
-from jobs.check_pods import ACCEPTANCE_CACHE, CHECK_UID, batch_job, check_image, hardened, run_once
+from jobs.check_pods import ACCEPTANCE_CACHE, CHECK_UID, check_image, hardened, run_once
 from jobs.compile_cache import CompileCache
 from jobs.components import COLLECTIVES_ENVIRONMENT, EFA_ENVIRONMENT
-from jobs.platform_job import JobRequest, Placement, add_platform_scheduling, group_software, node_shape
+from jobs.platform_job import DO_NOT_DISRUPT, JobRequest, Placement, add_platform_scheduling, group_software, node_shape
 from jobs.workload import TrainingRun, training_job
 from trainium_eks import layout
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
 from trainium_eks.pod_security import root_pod_security_context
 
+LABEL = "trainium-eks/acceptance"  # a plain pod's check, by which a spread check keeps one pod per node
 SHARED_VOLUME = "shared"  # the shared file system's volume in a plain pod
 
 # The MPI shape. MPI reaches the hosts over SSH: Volcano's ssh plugin gives the job's pods one key pair (mounted at
@@ -32,7 +33,7 @@ SHARED_VOLUME = "shared"  # the shared file system's volume in a plain pod
 # image's base has Open MPI and an SSH server configured "for MPI in K8s" (aws-neuron/deep-learning-containers
 # pytorch/training/2.9.0/Dockerfile.neuronx). aws-k8s-tester's Neuron MPIJob runs nccom-test the same way.
 LAUNCHER, NODE = "launcher", "node"
-LAUNCHER_SHARE = {"cpu": 2, "mem_mb": 4096}  # nccom-test itself, mpirun and ssh; the nodes do the work
+LAUNCHER_SHARE = {"cpu": 2, "mem_mb": 4096}  # the launched program (nccom-test), mpirun and ssh; the nodes do the work
 # The nodes' pods run sshd, which starts as root and separates privileges (a chroot, a change of user), so they keep
 # the container runtime's default capabilities, which the job namespace's "baseline" level admits.
 # sshd starts each session with a fresh environment, so the ranks mpirun starts over SSH would lack the image's PATH
@@ -95,9 +96,10 @@ def _torchrun(contract: PlatformContract, group: NodeGroup, check: Check) -> dic
 
 
 def _plain_pods(contract: PlatformContract, group: NodeGroup, check: Check) -> dict:
-    """A batch Job; on Trainium nodes Volcano places it in the workspace's first queue (the one ``acceptance.build``
-    admits it to): Volcano's podgroup controller gives the pods a PodGroup in the queue their annotation names, and a
-    team's namespace admits a pod that tolerates the Trainium taint on Volcano only (components/team_admission.py)."""
+    """A batch Job of ``check.size`` pods, ``check.spread`` one per node. On Trainium nodes Volcano places it in the
+    workspace's first queue (the one ``acceptance.build`` admits it to): Volcano's podgroup controller gives the pods a
+    PodGroup in the queue their annotation names, and a team's namespace admits a pod that tolerates the Trainium taint
+    on Volcano only (components/team_admission.py)."""
     container = {"name": check.container, "image": check_image(contract, group), "command": list(check.command)}
     if check.neuron_devices:
         container["resources"] = {"limits": {layout.NEURON_DEVICE_RESOURCE: str(check.neuron_devices)}}
@@ -105,19 +107,37 @@ def _plain_pods(contract: PlatformContract, group: NodeGroup, check: Check) -> d
         container["volumeMounts"] = [{"name": SHARED_VOLUME, "mountPath": check.shared_volume}]
     claim = {"persistentVolumeClaim": {"claimName": contract.fsx_claim_name}}
     volumes = {"volumes": [{"name": SHARED_VOLUME, **claim}]} if check.shared_volume else {}
-    if not check.on_trainium:
+    if check.on_trainium:
+        nodes = {"nodeSelector": dict(group.node_selector), "tolerations": contract.tolerations()}
+        pod = {**nodes, "containers": [container], **volumes, "schedulerName": layout.VOLCANO_SCHEDULER}
+    else:
         pod = {"nodeSelector": {layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE}, "containers": [container], **volumes}
-        return batch_job(contract, check.name, check.size, pod, check.spread, check.uid)
-    pod = {
-        "nodeSelector": dict(group.node_selector),
-        "tolerations": contract.tolerations(),
-        "containers": [container],
-        **volumes,
-        "schedulerName": layout.VOLCANO_SCHEDULER,
+    labels = {LABEL: check.name}
+    if check.spread:
+        pod["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        }
+    annotations = {**DO_NOT_DISRUPT, **({layout.VOLCANO_QUEUE_ANNOTATION: contract.queues[0]} if check.on_trainium else {})}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"acceptance-{check.name}", "namespace": contract.job_namespace, "labels": labels},
+        "spec": {
+            "completions": check.size,
+            "parallelism": check.size,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "ttlSecondsAfterFinished": 3600,
+            "template": {
+                "metadata": {"labels": dict(labels), "annotations": annotations},
+                "spec": {"restartPolicy": "Never", **hardened(pod, check.uid)},
+            },
+        },
     }
-    job = batch_job(contract, check.name, check.size, pod, check.spread, check.uid)
-    job["spec"]["template"]["metadata"]["annotations"][layout.VOLCANO_QUEUE_ANNOTATION] = contract.queues[0]
-    return job
 
 
 def _mpi(contract: PlatformContract, group: NodeGroup, check: Check) -> dict:
