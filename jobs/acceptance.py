@@ -25,16 +25,10 @@ import sys
 
 import yaml
 
-from jobs.bandwidth import LAUNCHER, NODE, collective_bandwidth, efa_bandwidth
+from jobs.bandwidth import collective_bandwidth, efa_bandwidth
 from jobs.capacity import LaunchError, admit, held_nodes, job_pods, job_usage, node_count
-from jobs.check_pods import (
-    CHECK_UID,
-    SHARED_VOLUME_OWNER,
-    batch_job,
-    check_image,
-    torchrun_check,
-    two_efa_nodes,
-)
+from jobs.check_pods import SHARED_VOLUME_OWNER, two_efa_nodes
+from jobs.check_workload import LAUNCHER, NODE, Check, PodShape, check_job
 from jobs.kube_api import submit
 from jobs.outputs import add_api_tunnel_option, add_source_options, add_team_option, report_bad_input, source_contract, workspace
 
@@ -46,43 +40,22 @@ from trainium_eks.contract_entries import NodeGroup
 from trainium_eks.wording import counted
 
 
-def _on_trainium(contract: PlatformContract, group, container: dict, volumes: list | None = None) -> dict:
-    return {
-        "nodeSelector": dict(group.node_selector),
-        "tolerations": contract.tolerations(),
-        "containers": [container],
-        **({"volumes": volumes} if volumes else {}),
-    }
-
-
-def _trainium_job(contract: PlatformContract, name: str, pods: int, pod_spec: dict, spread: bool, uid: int = CHECK_UID) -> dict:
-    """A batch Job of pods on Trainium nodes, placed by Volcano in the workspace's first queue (the one ``build``
-    admits it to): Volcano's podgroup controller gives the pods a PodGroup in the queue their annotation names, and a
-    team's namespace admits a pod that tolerates the Trainium taint on Volcano only (components/team_admission.py)."""
-    job = batch_job(contract, name, pods, {**pod_spec, "schedulerName": layout.VOLCANO_SCHEDULER}, spread, uid)
-    job["spec"]["template"]["metadata"]["annotations"][layout.VOLCANO_QUEUE_ANNOTATION] = contract.queues[0]
-    return job
-
-
 def neuron_devices(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
     """On every node a managed group runs (default), or on ``nodes`` nodes; an elastic pool's come up for the check."""
 
-    def on(count: int) -> dict:
-        container = {
-            "name": "neuron-ls",
-            "image": check_image(contract, group),
-            "command": ["neuron-ls"],
-            "resources": {"limits": {layout.NEURON_DEVICE_RESOURCE: str(group.neuron_devices_per_node)}},
-        }
-        return _trainium_job(contract, "neuron-devices", count, _on_trainium(contract, group, container), spread=True)
+    def on(count: int) -> Check:
+        devices = group.neuron_devices_per_node
+        command = ("neuron-ls",)
+        return Check("neuron-devices", PodShape.PODS, command, count, spread=True, container="neuron-ls", neuron_devices=devices)
 
     # as many nodes as the group holds and the workspace admits, each node's pod asking what the job's pods ask
-    return on(node_count(contract, group, nodes, job_usage(on(1)), default=contract.node_ceiling(group)))
+    count = node_count(contract, group, nodes, job_usage(check_job(contract, group, on(1))), default=contract.node_ceiling(group))
+    return check_job(contract, group, on(count))
 
 
 def efa_allreduce(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
     two_efa_nodes(contract, group, "efa-allreduce")
-    return torchrun_check(contract, group, "training.allreduce_check", name="acceptance-efa", nodes=2)
+    return check_job(contract, group, Check("efa", PodShape.TORCHRUN, ("training.allreduce_check",), 2, uid=SHARED_VOLUME_OWNER))
 
 
 def train_step(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
@@ -90,7 +63,8 @@ def train_step(contract: PlatformContract, group: NodeGroup, nodes: int | None =
     it needs no dataset; what it proves is the group's image, device, process group, compiler and checkpoint path."""
     held_nodes(contract, group, 1, 1)  # refuses a group that runs no node (``build`` one the workspace does not admit)
     # bf16 as a training job computes: the component passes --bf16 (and on XLA sets XLA_DOWNCAST_BF16)
-    return torchrun_check(contract, group, "training.smoke_step", name="acceptance-train-step", nodes=1, bf16=True)
+    check = Check("train-step", PodShape.TORCHRUN, ("training.smoke_step",), 1, uid=SHARED_VOLUME_OWNER, bf16=True)
+    return check_job(contract, group, check)
 
 
 def fsx_shared(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
@@ -101,29 +75,29 @@ def fsx_shared(contract: PlatformContract, group: NodeGroup, nodes: int | None =
         f"peer={directory}/$((1 - JOB_COMPLETION_INDEX)); for _ in $(seq 120); do [ -s $peer ] && break; sleep 1; done; "
         'echo "read $(cat $peer) from the shared volume"'
     )
-    container = {
-        "name": "fsx",
-        "image": check_image(contract, group),
-        "command": ["bash", "-c", script],
-        "volumeMounts": [{"name": "shared", "mountPath": contract.fsx_mount_path}],
-    }
-    volumes = [{"name": "shared", "persistentVolumeClaim": {"claimName": contract.fsx_claim_name}}]
-    spread = available >= 2  # two nodes when there are two; else two pods on the one node
-    pod = _on_trainium(contract, group, container, volumes)
-    return _trainium_job(contract, "fsx-shared", 2, pod, spread=spread, uid=SHARED_VOLUME_OWNER)
+    check = Check(
+        "fsx-shared",
+        PodShape.PODS,
+        ("bash", "-c", script),
+        2,
+        uid=SHARED_VOLUME_OWNER,
+        spread=available >= 2,  # two nodes when there are two; else two pods on the one node
+        container="fsx",
+        shared_volume=contract.fsx_mount_path,
+    )
+    return check_job(contract, group, check)
 
 
 def etcd_rendezvous(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
     """On a system node (neither the group nor ``nodes`` applies)."""
     host, port = contract.etcd_endpoint.rsplit(":", 1)
-    check = (
+    client = (
         f"import etcd; c = etcd.Client(host={host!r}, port={int(port)}, protocol='http'); "
         "c.write('/acceptance/rendezvous', 'ok', ttl=60); assert c.read('/acceptance/rendezvous').value == 'ok'; "
         "print('etcd v2 API answers torch rendezvous')"
     )
-    container = {"name": "etcd", "image": check_image(contract, group), "command": ["python", "-c", check]}
-    pod = {"nodeSelector": {layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE}, "containers": [container]}
-    return batch_job(contract, "etcd-rendezvous", 1, pod, spread=False)
+    check = Check("etcd-rendezvous", PodShape.PODS, ("python", "-c", client), 1, on_trainium=False, container="etcd")
+    return check_job(contract, group, check)
 
 
 def team_volume(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
@@ -138,18 +112,17 @@ def team_volume(contract: PlatformContract, group: NodeGroup, nodes: int | None 
         f'{teams[0].file_system_path}\'; exit 1; fi; echo "$HOSTNAME" > {marker}; cat {marker} >/dev/null; rm {marker}; '
         f"echo '{mount} is {teams[0].file_system_path} of the file system, and writable'"
     )
-    container = {
-        "name": "volume",
-        "image": check_image(contract, group),
-        "command": ["bash", "-c", script],
-        "volumeMounts": [{"name": "shared", "mountPath": mount}],
-    }
-    pod = {
-        "nodeSelector": {layout.NODE_ROLE_LABEL: layout.SYSTEM_NODE_ROLE},
-        "containers": [container],
-        "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": contract.fsx_claim_name}}],
-    }
-    return batch_job(contract, "team-volume", 1, pod, spread=False, uid=SHARED_VOLUME_OWNER)
+    check = Check(
+        "team-volume",
+        PodShape.PODS,
+        ("bash", "-c", script),
+        1,
+        uid=SHARED_VOLUME_OWNER,
+        on_trainium=False,
+        container="volume",
+        shared_volume=mount,
+    )
+    return check_job(contract, group, check)
 
 
 CHECKS = {

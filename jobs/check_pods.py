@@ -6,9 +6,7 @@ Every check takes the stack's contract, the node group it checks and the nodes a
 from __future__ import annotations
 
 from jobs.capacity import LaunchError
-from jobs.compile_cache import CompileCache
-from jobs.platform_job import DO_NOT_DISRUPT, JobRequest, Placement, group_software, request_devices
-from jobs.workload import TrainingRun, training_job
+from jobs.platform_job import request_devices
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
 from trainium_eks.pod_security import (
@@ -18,7 +16,6 @@ from trainium_eks.pod_security import (
     root_pod_security_context,
 )
 
-LABEL = "trainium-eks/acceptance"
 # Checks run as an unprivileged user. The Neuron driver's udev rule makes /dev/neuron* usable without root
 # (aws-neuron-driver README: KERNEL=="neuron*", MODE="0666"); a node that restricts the devices to a group, as
 # Neuron's security guidance suggests, needs that group in the pods' supplementalGroups. Checks that write to
@@ -50,34 +47,6 @@ def hardened(pod_spec: dict, uid: int = CHECK_UID) -> dict:
             resources[kind] = {**CHECK_RESOURCES[kind], **resources.get(kind, {})}
         request_devices(resources)
     return pod_spec
-
-
-def batch_job(contract: PlatformContract, name: str, pods: int, pod_spec: dict, spread: bool, uid: int = CHECK_UID) -> dict:
-    labels = {LABEL: name}
-    if spread:  # one pod per node
-        pod_spec["affinity"] = {
-            "podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": "kubernetes.io/hostname"}
-                ]
-            }
-        }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": f"acceptance-{name}", "namespace": contract.job_namespace, "labels": labels},
-        "spec": {
-            "completions": pods,
-            "parallelism": pods,
-            "completionMode": "Indexed",
-            "backoffLimit": 0,
-            "ttlSecondsAfterFinished": 3600,
-            "template": {
-                "metadata": {"labels": dict(labels), "annotations": dict(DO_NOT_DISRUPT)},
-                "spec": {"restartPolicy": "Never", **hardened(pod_spec, uid)},
-            },
-        },
-    }
 
 
 # A check runs once: a rerun after a failure (a bandwidth below the floor, a wrong sum) could end in one lucky pass.
@@ -114,17 +83,3 @@ def two_efa_nodes(contract: PlatformContract, group: NodeGroup, check: str, floo
             f"{' of a type with a bandwidth floor (trainium_eks/acceptance_floors.py)' if floor is None else ''} "
             f"(it holds {held} x {group.instance_type})"
         )
-
-
-def torchrun_check(
-    contract: PlatformContract, group: NodeGroup, module: str, *args: str, name: str, nodes: int, bf16: bool = False
-) -> dict:
-    """A check that runs ``module`` under torchrun on ``nodes`` whole nodes of ``group`` (one rank per NeuronCore), on
-    the group's image and backend, once; it writes its compiled graphs to the shared volume's ``acceptance`` cache."""
-    software = group_software(contract, group)
-    placed = Placement(group, software, group.neuron_cores_per_node, contract.queues[0], nodes, software.training_image)
-    run = TrainingRun(JobRequest(name=name), placed, module, args, CompileCache(ACCEPTANCE_CACHE, {}), bf16_flag=bf16)
-    job = training_job(contract, run)
-    for task in job["spec"]["tasks"]:
-        hardened(task["template"]["spec"], SHARED_VOLUME_OWNER)
-    return run_once(job)

@@ -94,8 +94,9 @@ class PlatformServices:
 class DdpRun:
     """What runs on the nodes: ``module`` of ``image`` under torchrun, ``nproc_per_node`` workers (one per NeuronCore)
     on each of ``nnodes`` nodes, its compiled graphs in ``compile_cache`` on the shared file system; ``backend``: the
-    image's PyTorch backend, xla (PyTorch/XLA) or neuron (TorchNeuron); ``bf16``: compute in bfloat16; ``precompile``:
-    wrap the run in the backend's precompiler (compiles and caches the graphs, trains nothing; xla only);
+    image's PyTorch backend, the name of a record of ``trainium_eks/backends.py``; ``bf16``: compute in bfloat16;
+    ``precompile``: wrap the run in the backend's precompiler (compiles and caches the graphs, trains nothing; only a
+    backend whose record names a precompiler);
     ``max_restarts``: times torchrun restarts the workers of every node after one of them fails."""
 
     image: str

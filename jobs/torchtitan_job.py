@@ -1,4 +1,5 @@
-"""The Volcano Job of an LLM pre-training run with TorchTitan (``training.titan_train``) on a trn2/trn3 node group.
+"""The Volcano Job of an LLM pre-training run with TorchTitan (``training.titan_train``) on a node group whose backend
+trains it.
 
 Built from the platform's contract as BERT's is (``jobs.workload.training_job``: torchrun with the etcd
 rendezvous, whole nodes with every Neuron device and EFA interface, the shared volume, the queue, the Trainium taint,
@@ -20,8 +21,8 @@ configuration and its sizes) and in the device, which ``training.titan_train`` f
 TorchTitan options given after ``--`` come after the launcher's: TorchTitan takes the last value of an option given
 twice (tyro, as argparse), so each replaces the launcher's of the same name. The whole command line is parsed by the
 installed TorchTitan before the job is built (``jobs.titan_config``): an unknown or malformed option is refused.
-TorchNeuron trains Trn2 and Trn3 only (Neuron docs,
-"Quickstart: Install and verify torch-neuronx": "TorchNeuron supports the Trn2 and Trn3 instance families").
+Which backends train TorchTitan, and on which generations, is their records' (``trainium_eks/backends.py``, with the
+Neuron docs' word on TorchNeuron's instance families).
 """
 
 from __future__ import annotations

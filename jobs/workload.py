@@ -4,7 +4,7 @@ A workload declares its module and how it works out a request's run (``Workload.
 out once, and what follows from them: the compile cache, the steps to the first checkpoint, the pods' grace period
 and the job's annotations. ``training_job`` turns any run into the Volcano Job of ``jobs.platform_job.whole_node_job``:
 `jobs.launch` submits it, `jobs.rehearsal` runs the same job on CPUs, and the acceptance checks that run torchrun
-(``jobs.check_pods.torchrun_check``) build theirs with it too.
+build theirs with it too (``jobs.check_workload.check_job``, the builder of every check's job).
 """
 
 from __future__ import annotations
