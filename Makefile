@@ -52,7 +52,7 @@ lint: $(STAMP)
 
 ## docs: regenerate Pulumi.yaml's config block and docs/configuration.md's key tables from the stack's model
 docs: $(STAMP)
-	$(BIN)/python -m preflight.schema_docs
+	$(BIN)/python -m trainium_eks.config.schema_docs
 
 # $(call pin,REQUIREMENTS,CONSTRAINTS,VENV): the pip freeze of a fresh virtualenv with REQUIREMENTS, into CONSTRAINTS
 define pin

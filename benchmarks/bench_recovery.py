@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from jobs.rehearsal import rehearsal_job, rehearse
-from jobs.rehearsal_report import Outcome, RehearsalRequest
+from jobs.rehearsal.report import Outcome, RehearsalRequest
 from preflight import engine, stackfile
 from trainium_eks.contract import PlatformContract
 

@@ -26,8 +26,8 @@ from importlib import resources
 from pathlib import Path
 
 from components.rendezvous import ETCD_NAME, member_container
-from jobs.outputs import add_source_options, report_bad_input, source_contract
-from jobs.paths import create_directory, new_directory
+from jobs.cluster_access.outputs import add_source_options, report_bad_input, source_contract
+from jobs.job_building.paths import create_directory, new_directory
 from trainium_eks.cli import OneLineParser
 
 URL = re.compile(r"http://([^:/,]+):(\d+)")

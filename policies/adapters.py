@@ -18,9 +18,9 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
+from plan_graph.graph import Graph, Node
 from policies.rules import Violation
 from trainium_eks import sdk_internals
-from trainium_eks.graph import Graph, Node
 
 ResourceRule = Callable[[Node, dict], Iterable[Violation]]
 StackRule = Callable[[Graph, dict], Iterable[Violation]]

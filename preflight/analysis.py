@@ -5,12 +5,13 @@ training step."""
 
 from __future__ import annotations
 
+from plan_graph import cost, deployment, first_step, system_fit
+from plan_graph.graph import Graph
 from preflight.drain_windows import capacity_block_drains, drain_lines
 from preflight.node_facts import node_lines, trainium_nodes
 from preflight.planfile import PlanFile
 from preflight.team_jobs import largest_team_jobs, team_job_lines
-from trainium_eks import catalog, cost, deployment, first_step, system_fit, tokens
-from trainium_eks.graph import Graph
+from trainium_eks import catalog, tokens
 from trainium_eks.wording import counted
 
 DEFAULT_REGION = "us-east-1"

@@ -23,10 +23,10 @@ import jsonschema
 from google.protobuf import json_format, struct_pb2
 from pulumi_policy import EnforcementLevel
 
+from plan_graph.graph import UNKNOWN as UNKNOWN_SENTINEL
 from policies.packs import PACKS, Pack
 from preflight import planfile, stackfile
 from preflight.engine import UNKNOWN
-from trainium_eks.graph import UNKNOWN as UNKNOWN_SENTINEL
 from trainium_eks.sdk_internals import PolicyAnalyzerServicer, analyzer_pb2
 
 CONFIG_DIR = stackfile.policy_config_directory()  # policies/config

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from plan_graph.graph import Graph, Node, number
 from policies.rules.cleanup import claims_that_stay, control_plane_log_group_missing, controller_of_pools, karpenter_pools
 from preflight.destroy_access import ApiPathOrder, Drain, api_path_order, drain
 from trainium_eks import catalog, service_prices, tokens, versions
-from trainium_eks.graph import Graph, Node, number
 
 DELETION_PROTECTION_INPUTS = ("deletionProtection", "enableDeletionProtection")
 PERSISTENT_FSX = ("PERSISTENT_1", "PERSISTENT_2")

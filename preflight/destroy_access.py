@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from plan_graph.graph import Graph, Node, dig, known
 from trainium_eks import tokens
-from trainium_eks.graph import Graph, Node, dig, known
 
 ACCESS_COMPONENTS = (tokens.NETWORK_COMPONENT, tokens.DEPLOY_RUNNER_COMPONENT, tokens.API_ACCESS_HOST_COMPONENT)
 VOLCANO_JOB_LABEL = "volcano.sh/job-name"  # on every pod of a Volcano Job

@@ -254,7 +254,7 @@ def _walk(value: Any, steps: list[str | int]) -> Any:
 class Waits:
     """Which resources `pulumi up` finishes before it starts one: its dependencies (data and ``dependsOn``) and its
     provider, each with what it waits for; a dependency on a component waits for everything inside it (as in
-    ``trainium_eks.deployment``), except for a resource inside that component."""
+    ``plan_graph.deployment``), except for a resource inside that component."""
 
     def __init__(self, plan: Mapping[str, dict]):
         self.plan = plan

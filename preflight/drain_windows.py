@@ -1,20 +1,22 @@
 """What a plan says of a drain on each Trainium group whose nodes run in a Capacity Block: for each workload the
 launcher runs there (BERT on any group, TorchTitan where a Neuron recipe exists for the instance type), the default
 job's termination grace period, computed by the launcher's own code from the stack's outputs (``jobs.launch``),
-against the ten minutes such a node gets between Karpenter's drain and EC2's reclaim (``jobs.grace_period``).
+against the ten minutes such a node gets between Karpenter's drain and EC2's reclaim (``jobs.job_building.grace_period``).
 ``capacity_block_drains`` computes them once; ``plan --json`` carries them as ``capacityBlockDrains`` and the text
 (``drain_lines``) is printed from that same object."""
 
 from __future__ import annotations
 
-from jobs import capacity_blocks, launch, torchtitan_job
-from jobs.grace_period import CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS, GracePeriod
-from jobs.platform_job import JobRequest
+from jobs import launch
+from jobs.job_building.grace_period import CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS, GracePeriod
+from jobs.job_building.platform_job import JobRequest
+from jobs.launch import capacity_blocks
+from jobs.workloads import torchtitan_job
+from plan_graph.graph import Graph
+from plan_graph.trainium_groups import trainium_groups
 from preflight import planfile
 from training import options
 from trainium_eks.contract import ContractError, PlatformContract
-from trainium_eks.graph import Graph
-from trainium_eks.trainium_groups import trainium_groups
 
 PREVIEW = "not known in a preview: the stack's outputs the launcher reads are not"
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import ipaddress
 
+from plan_graph.graph import Graph, known
+from plan_graph.trainium_groups import TrainiumGroup, trainium_groups
 from preflight import planfile
 from trainium_eks import hardware, layout, versions
 from trainium_eks.config import addresses
-from trainium_eks.graph import Graph, known
-from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
 from trainium_eks.wording import span
 
 

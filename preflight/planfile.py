@@ -111,7 +111,7 @@ class PrepaidBlock(_Record):
 
 
 class CostEstimate(_Record):
-    """``trainium_eks.cost.CostEstimate.to_json``."""
+    """``plan_graph.cost.CostEstimate.to_json``."""
 
     hourly_usd: Number = Field(alias="hourlyUsd")
     monthly_usd: Number = Field(alias="monthlyUsd")
@@ -137,7 +137,7 @@ class OrderingWait(_Record):
 
 
 class DeploymentSchedule(_Record):
-    """``trainium_eks.deployment.Schedule.to_json``."""
+    """``plan_graph.deployment.Schedule.to_json``."""
 
     critical_path_minutes: Number = Field(alias="criticalPathMinutes")
     critical_path: tuple[str, ...] = Field(alias="criticalPath")
@@ -153,7 +153,7 @@ class FirstStepTerm(_Record):
 
 
 class FirstStep(_Record):
-    """``trainium_eks.first_step.FirstStep.to_json``."""
+    """``plan_graph.first_step.FirstStep.to_json``."""
 
     group: str
     nodes: int
@@ -169,7 +169,7 @@ class NodeRequests(_Record):
 
 
 class SystemFit(_Record):
-    """``trainium_eks.system_fit.SystemFit.to_json``."""
+    """``plan_graph.system_fit.SystemFit.to_json``."""
 
     instance_type: str = Field(alias="instanceType")
     nodes: int

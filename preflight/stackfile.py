@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
-from preflight import config_types
 from trainium_eks import files
+from trainium_eks.config import config_types
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Secure values cannot be decrypted offline; the program sees this stand-in, marked secret.

@@ -10,9 +10,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from plan_graph.graph import Graph
+from plan_graph.trainium_groups import RELEASE_VERSION, TrainiumGroup, trainium_groups
 from trainium_eks import tokens, versions
-from trainium_eks.graph import Graph
-from trainium_eks.trainium_groups import RELEASE_VERSION, TrainiumGroup, trainium_groups
 
 
 def cluster_version(resources: Mapping[str, dict]) -> str | None:

@@ -13,8 +13,8 @@ from mutation_case import Case, edit, resource
 from policy_mutations import RESERVATION
 from support import settings
 
+from plan_graph.trainium_groups import NODE_CLASS, NODE_POOL, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
 from trainium_eks import versions
-from trainium_eks.trainium_groups import NODE_CLASS, NODE_POOL, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 edit_class = functools.partial(edit, NODE_CLASS, "-nodeclass", "spec")

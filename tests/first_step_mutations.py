@@ -11,8 +11,8 @@ import base64
 from elastic_mutations import edit_class
 from mutation_case import Case, edit, edit_template, resource, without
 
+from plan_graph.trainium_groups import LAUNCH_TEMPLATE, NODE_CLASS
 from trainium_eks import nodeadm, tokens
-from trainium_eks.trainium_groups import LAUNCH_TEMPLATE, NODE_CLASS
 
 
 def launch_template_user_data(strategy: str) -> str:

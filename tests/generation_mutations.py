@@ -11,8 +11,8 @@ import functools
 
 from mutation_case import Case, edit, edit_node_group
 
+from plan_graph.trainium_groups import NODE_CLASS, NODE_GROUP, NODE_POOL
 from trainium_eks import catalog, layout, versions
-from trainium_eks.trainium_groups import NODE_CLASS, NODE_GROUP, NODE_POOL
 
 TRN1, TRN2 = catalog.INSTANCE_TYPES["trn1.32xlarge"], catalog.INSTANCE_TYPES["trn2.48xlarge"]
 # Where the catalog offers trn1.32xlarge on demand and sells trn2.48xlarge in Capacity Blocks.

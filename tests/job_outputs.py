@@ -15,7 +15,7 @@ import kubernetes_validate
 from support import evaluate, one_group
 
 from jobs import launch
-from jobs.volcano_lifecycle import Policy, admission_problem
+from jobs.rehearsal.volcano_lifecycle import Policy, admission_problem
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import catalog, hardware, layout
 from trainium_eks.backends import BACKENDS
@@ -27,7 +27,7 @@ NO_EFA = one_group("trn1.2xlarge")
 # A fixture stack of both generations (tests/generation_mutations.py): a trn1.32xlarge pool and a trn2.48xlarge pool in
 # a Capacity Block, two nodes each, and no team.
 TWO_GENERATIONS = {**generation_mutations.TWO_GENERATIONS, "teams": []}
-# A step time for the pods' grace period where no source gives one (`jobs.grace_period`).
+# A step time for the pods' grace period where no source gives one (`jobs.job_building.grace_period`).
 GIVEN_STEP = ("--step-seconds", "7.5")
 
 
@@ -74,7 +74,7 @@ ROLE_LABEL = "torchx.pytorch.org/role-name"
 # (config/crd/volcano/bases/batch.volcano.sh_jobs.yaml: exitCode and maxRetry are "format: int32", which the API server
 # enforces and jsonschema does not, hence the bounds), the actions its admission webhook lets a job name
 # (pkg/webhooks/admission/jobs/validate/util.go, policyActionMap), and its validatePolicies rules
-# (``jobs.volcano_lifecycle.admission_problem``).
+# (``jobs.rehearsal.volcano_lifecycle.admission_problem``).
 INT32 = {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1}
 CRD_EVENTS = [
     "*", "PodPending", "PodRunning", "PodFailed", "PodEvicted", "Unknown", "TaskCompleted", "OutOfSync", "CommandIssued",

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from mutation_case import Case, edit
 
+from plan_graph.trainium_groups import NODE_GROUP
 from policies.rules.security import HELM_RELEASE
-from trainium_eks.trainium_groups import NODE_GROUP
 
 LIMITS_CASES: dict[str, list[Case]] = {
     "system-pods-fit-system-nodes": [

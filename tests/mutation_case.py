@@ -16,7 +16,7 @@ from typing import Any
 
 from support import cached_plan, evaluate
 
-from trainium_eks.trainium_groups import LAUNCH_TEMPLATE, NODE_GROUP
+from plan_graph.trainium_groups import LAUNCH_TEMPLATE, NODE_GROUP
 
 
 @functools.cache

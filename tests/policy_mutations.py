@@ -26,12 +26,7 @@ from mutation_case import (
 )
 from support import node_group_config, settings
 
-from policies.rules.iam import ROLE_POLICY_ATTACHMENT
-from policies.rules.scheduling import QUEUE
-from policies.rules.security import ECR, EKS_COMPONENT, HELM_RELEASE, SERVICE, VPC_INGRESS_RULE
-from policies.rules.topology import FSX, RESERVATION_AZ_TAG
-from trainium_eks import catalog, layout, tokens, versions
-from trainium_eks.trainium_groups import (
+from plan_graph.trainium_groups import (
     INSTANCE_TYPE_LABEL,
     LAUNCH_TEMPLATE,
     NODE_GROUP,
@@ -40,6 +35,11 @@ from trainium_eks.trainium_groups import (
     SECURITY_GROUP,
     SUBNET,
 )
+from policies.rules.iam import ROLE_POLICY_ATTACHMENT
+from policies.rules.scheduling import QUEUE
+from policies.rules.security import ECR, EKS_COMPONENT, HELM_RELEASE, SERVICE, VPC_INGRESS_RULE
+from policies.rules.topology import FSX, RESERVATION_AZ_TAG
+from trainium_eks import catalog, layout, tokens, versions
 
 
 def _second_subnet(plan: dict) -> None:

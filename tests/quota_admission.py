@@ -1,5 +1,5 @@
 """How the API server's quota admission and Volcano's queue count the pods of a job, for tests: an oracle written apart
-from ``jobs.capacity`` (which the tools size their jobs by), from the Kubernetes and Volcano sources, so that a test
+from ``jobs.job_building.capacity`` (which the tools size their jobs by), from the Kubernetes and Volcano sources, so that a test
 can check the tools' jobs against the plan's own ResourceQuota and Queue objects.
 
 - The pods: what the Job controllers create (``admitted_workloads``): a Volcano Job's ``replicas`` pods of each task

@@ -3,7 +3,7 @@ numbers as floats), and the one assertion every rule test makes."""
 
 from __future__ import annotations
 
-from trainium_eks.graph import Graph, Node
+from plan_graph.graph import Graph, Node
 
 __all__ = ["Graph", "Node", "expect", "node"]
 

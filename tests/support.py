@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from jobs.local_agents import Rehearsal, read_metrics
+from jobs.rehearsal.local_agents import Rehearsal, read_metrics
 from preflight import engine, stackfile
 from trainium_eks import catalog
 from trainium_eks.config import PlatformConfig, parse

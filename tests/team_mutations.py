@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 from mutation_case import Case, edit, resource, without
 
+from plan_graph.graph import Graph
+from plan_graph.trainium_groups import trainium_groups
 from trainium_eks import layout, tokens
-from trainium_eks.graph import Graph
-from trainium_eks.trainium_groups import trainium_groups
 
 STACK = "staging"
 TEAM, OTHER = "alpha", "beta"  # OTHER is any other team's name: the stack need not declare it

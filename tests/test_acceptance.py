@@ -21,9 +21,11 @@ from job_outputs import (
     stack_outputs,
 )
 
-from jobs import acceptance, bert_job, launch, platform_job
-from jobs.capacity import LaunchError
-from jobs.components import AGENT_COMMAND
+from jobs import acceptance, launch
+from jobs.job_building import platform_job
+from jobs.job_building.capacity import LaunchError
+from jobs.job_building.torchx_component import AGENT_COMMAND
+from jobs.workloads import bert_job
 from trainium_eks import acceptance_floors, catalog, hardware, layout, versions
 from trainium_eks.contract import PlatformContract
 

@@ -15,9 +15,10 @@ import torch
 from job_outputs import NO_EFA, TWO_GENERATIONS, pod_templates, stack_outputs
 from torch._dynamo.exc import InvalidBackend
 
-from jobs import acceptance, bert_job, torchtitan_job
-from jobs.components import AGENT_COMMAND
-from jobs.platform_job import JobRequest
+from jobs import acceptance
+from jobs.job_building.platform_job import JobRequest
+from jobs.job_building.torchx_component import AGENT_COMMAND
+from jobs.workloads import bert_job, torchtitan_job
 from preflight.stackfile import REPO_ROOT
 from training import backend as backends
 from training import options

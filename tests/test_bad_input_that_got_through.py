@@ -21,15 +21,15 @@ from mutation_case import plan_of, resource
 from support import FIXTURE_STACKS, cached_plan, evaluate, one_group
 
 from jobs import launch
-from jobs.grace_period import MAX_GRACE_SECONDS
-from jobs.titan_config import parse_titan_options
-from jobs.torchtitan_job import recipe_of
+from jobs.job_building.grace_period import MAX_GRACE_SECONDS
+from jobs.workloads.titan_config import parse_titan_options
+from jobs.workloads.torchtitan_job import recipe_of
+from plan_graph.graph import Graph
 from policies.rules import access_path, cleanup, teams
 from preflight import cli
 from trainium_eks import catalog, layout, names, tokens
 from trainium_eks.config.key_values import LOG_RETENTION_DAYS
 from trainium_eks.contract import ContractError, PlatformContract
-from trainium_eks.graph import Graph
 
 GENERATED = settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 STAGING = yaml.safe_load((FIXTURE_STACKS / "Pulumi.staging.yaml").read_text())

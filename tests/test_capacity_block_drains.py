@@ -13,7 +13,7 @@ import yaml
 from support import FIXTURE_STACKS, evaluate, one_group, run_preflight, settings
 
 from jobs import launch
-from jobs.grace_period import CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS, GracePeriod
+from jobs.job_building.grace_period import CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS, GracePeriod
 from preflight import analysis
 from trainium_eks.config import ConfigError, parse
 from trainium_eks.wording import counted, span
@@ -165,7 +165,7 @@ def test_the_launchers_help_gives_its_whole_description(capsys):
     shown = " ".join(capsys.readouterr().out.split())  # argparse wraps it to the terminal
     # the sentence the first line of the module's docstring cut, whole, without its reST quoting
     assert "alone: BERT pretraining (or its Neuron precompile), or LLM pre-training with TorchTitan (--workload " in shown
-    assert "jobs.bert_job and jobs.torchtitan_job build them. positional arguments:" in shown
+    assert "jobs.workloads.bert_job and jobs.workloads.torchtitan_job build them. positional arguments:" in shown
 
 
 def test_the_plan_counts_one_node_as_one_and_gives_a_range_whose_ends_meet_as_one_number():

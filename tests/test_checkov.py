@@ -18,7 +18,9 @@ import pytest
 import yaml
 from support import STACKS, cached_plan, evaluate, kubernetes_objects, manifest
 
-from jobs import bert_job, launch, training_security
+from jobs import launch
+from jobs.job_building import training_security
+from jobs.workloads import bert_job
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import versions
 from trainium_eks.contract import PlatformContract

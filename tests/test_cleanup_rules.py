@@ -4,9 +4,9 @@ a cluster whose control-plane logging is off."""
 
 from __future__ import annotations
 
+from plan_graph.graph import UNKNOWN, Graph, Node
 from policies.rules import cleanup
 from trainium_eks import tokens
-from trainium_eks.graph import UNKNOWN, Graph, Node
 
 
 def release() -> Node:

@@ -8,9 +8,9 @@ import pytest
 import yaml
 from support import FIXTURE_STACKS, settings
 
-from preflight import config_types, schema_docs, stackfile
+from preflight import stackfile
 from preflight.stackfile import REPO_ROOT
-from trainium_eks.config import ConfigError, declarations, parse
+from trainium_eks.config import ConfigError, config_types, declarations, parse, schema_docs
 from trainium_eks.config.stack import StackInput
 
 

@@ -9,11 +9,12 @@ from generation_mutations import CAPACITY_BLOCK, TRN2, TWO_GENERATIONS
 from mutation_case import resource as planned
 from support import STACKS, evaluate, node_group_config, offering, run_preflight, settings
 
+from plan_graph import cost, deployment
+from plan_graph.graph import Graph, Node
+from plan_graph.trainium_groups import NODE_CLASS, trainium_groups
 from policies.rules import cost as cost_rules
 from preflight import analysis
-from trainium_eks import catalog, cost, deployment, layout, service_prices
-from trainium_eks.graph import Graph, Node
-from trainium_eks.trainium_groups import NODE_CLASS, trainium_groups
+from trainium_eks import catalog, layout, service_prices
 
 pytestmark = pytest.mark.stacks
 

@@ -9,9 +9,9 @@ import shutil
 import textwrap
 
 import pytest
+import workflows
 from support import STACKS, evaluate, one, settings
 
-from preflight import workflows
 from preflight.stackfile import REPO_ROOT
 from trainium_eks import tokens
 from trainium_eks.config import parse

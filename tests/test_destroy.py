@@ -10,11 +10,11 @@ import pytest
 from mutation_case import plan_of
 from support import FIXTURE_STACKS, STACKS, cached_plan, run_preflight, settings
 
+from plan_graph.graph import Graph, Node
 from policies.rules.cleanup import KARPENTER_CHART
 from preflight import destroy
 from trainium_eks import tokens
 from trainium_eks.config import parse
-from trainium_eks.graph import Graph, Node
 
 
 def teardown(stack: str, **overrides) -> tuple[destroy.DestroyPlan, dict[str, int]]:

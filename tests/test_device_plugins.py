@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from support import evaluate, offering, one, settings
 
+from plan_graph.trainium_groups import tolerates
 from trainium_eks import catalog, versions
-from trainium_eks.trainium_groups import tolerates
 
 pytestmark = pytest.mark.stacks
 

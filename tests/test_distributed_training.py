@@ -3,7 +3,7 @@
 with the platform's own member flags. Training and recovery run through `python -m jobs.rehearsal`, the command
 a user rehearses a job with; the rendezvous cases drive the same agents directly to kill etcd members.
 
-What differs from the cluster, because this is a CPU (``jobs.local_agents.CpuOverrides``): the rendezvous
+What differs from the cluster, because this is a CPU (``jobs.rehearsal.local_agents.CpuOverrides``): the rendezvous
 endpoint points at a loopback etcd member instead of the etcd Service; a temporary directory stands in for the
 FSx mount; the training module runs ``--device cpu --model tiny`` on a generated HDF5 shard with small batches
 and step counts; two workers per node instead of one per NeuronCore (``--workers-per-node 2``, a launcher
@@ -22,12 +22,12 @@ import pytest
 from support import evaluate, one_group, wait_for_step
 from transformers import BertForPreTraining
 
-from jobs.bert_job import DATASET
-from jobs.components import JOB_VERSION_ANNOTATION
-from jobs.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, read_metrics, stage_dataset
+from jobs.job_building.paths import run_directory
+from jobs.job_building.torchx_component import JOB_VERSION_ANNOTATION
 from jobs.local_etcd import LocalEtcd
-from jobs.paths import run_directory
-from jobs.rehearsal_workloads import WORKLOADS
+from jobs.rehearsal.cpu_workloads import WORKLOADS
+from jobs.rehearsal.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, read_metrics, stage_dataset
+from jobs.workloads.bert_job import DATASET
 from preflight.stackfile import REPO_ROOT
 from training.options import BERT_TINY
 from trainium_eks.contract import PlatformContract

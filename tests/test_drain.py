@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from support import wait_for_step
 
-from jobs.local_agents import read_metrics
+from jobs.rehearsal.local_agents import read_metrics
 from preflight.stackfile import REPO_ROOT
 from training import checkpoint, pretrain_bert
 

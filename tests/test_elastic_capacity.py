@@ -25,10 +25,11 @@ from support import (
     with_groups,
 )
 
+from plan_graph import deployment
+from plan_graph.graph import Graph
 from preflight import analysis
-from trainium_eks import catalog, deployment, layout, versions
+from trainium_eks import catalog, layout, versions
 from trainium_eks.config.stack_items import DEFAULT_IDLE_MINUTES
-from trainium_eks.graph import Graph
 
 pytestmark = pytest.mark.stacks
 

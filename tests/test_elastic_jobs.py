@@ -17,10 +17,10 @@ import pytest
 from job_outputs import NO_EFA, TWO_EFA_NODES, launch_json, outputs_file, pod_templates, run_module
 from support import STACKS, evaluate, offering, one, one_group, platform, run_preflight
 
+from plan_graph.trainium_groups import tolerates
 from policies.packs import PACKS
 from preflight import check
 from trainium_eks import catalog, layout, shares
-from trainium_eks.trainium_groups import tolerates
 
 pytestmark = pytest.mark.stacks
 

@@ -8,8 +8,9 @@ import pytest
 from generation_mutations import TRN1_STACK, TRN2_STACK, TWO_GENERATIONS
 from support import EXISTING, STACKS, evaluate, one_group, run_preflight
 
+from plan_graph import first_step
 from preflight import analysis
-from trainium_eks import first_step, service_prices
+from trainium_eks import service_prices
 
 pytestmark = pytest.mark.stacks
 

@@ -20,8 +20,9 @@ from job_outputs import (
 )
 from support import run_preflight, stack_copy
 
-from jobs import bert_job, grace_period, platform_job, torchtitan_job
-from jobs.components import AGENT_COMMAND
+from jobs.job_building import grace_period, platform_job
+from jobs.job_building.torchx_component import AGENT_COMMAND
+from jobs.workloads import bert_job, torchtitan_job
 from trainium_eks import catalog, layout, versions
 from trainium_eks.contract import PlatformContract
 

@@ -1,4 +1,4 @@
-"""`jobs.grace_period`: a training pod's terminationGracePeriodSeconds from its checkpoint's size, the file system's
+"""`jobs.job_building.grace_period`: a training pod's terminationGracePeriodSeconds from its checkpoint's size, the file system's
 throughput and a step's time. The checkpoint's size is checked against one the training script writes."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import torch
 from support import evaluate, one_group
 from transformers import BertConfig, BertForPreTraining
 
-from jobs import grace_period
-from jobs.bert_job import volcano_job
-from jobs.platform_job import JobRequest
+from jobs.job_building import grace_period
+from jobs.job_building.platform_job import JobRequest
+from jobs.workloads.bert_job import volcano_job
 from training import pretrain_bert
 from training.data import write_synthetic_shard
 from training.options import BERT_TINY, CONFIGS

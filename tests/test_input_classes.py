@@ -26,11 +26,11 @@ from hypothesis import strategies as st
 from support import FIXTURE_STACKS, cached_plan, evaluate, one_group
 
 import policies.rules
+from plan_graph.graph import UNKNOWN, Graph
 from policies.rules import teams
 from preflight import cli
 from trainium_eks import layout, names, tokens
 from trainium_eks.contract import ContractError, PlatformContract
-from trainium_eks.graph import UNKNOWN, Graph
 from trainium_eks.quantities import SUFFIXES, quantity
 
 GENERATED = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))

@@ -19,7 +19,7 @@ from job_outputs import (
 )
 from support import STACKS, run_preflight
 
-from jobs import bert_job
+from jobs.workloads import bert_job
 from trainium_eks import catalog, layout
 from trainium_eks.backends import BACKENDS
 from trainium_eks.contract import ContractError, PlatformContract
@@ -56,7 +56,7 @@ def test_the_default_job_launches_on_every_stack(tmp_path, stack):
 def test_a_drained_or_evicted_pod_restarts_the_job_in_a_new_rendezvous_and_a_spent_crash_budget_ends_it(tmp_path):
     path, _ = outputs_file(tmp_path)
     job = launch_json("--outputs", str(path), "--dryrun", "--json")
-    # Planned restarts are not rationed: Volcano counts every restart against maxRetry (jobs.volcano_lifecycle).
+    # Planned restarts are not rationed: Volcano counts every restart against maxRetry (jobs.rehearsal.volcano_lifecycle).
     assert job["spec"]["maxRetry"] == 2**31 - 1
     assert job["spec"]["policies"] == [  # in this order: Volcano takes the first policy that matches
         {"exitCode": 143, "action": "RestartJob"},  # training.agent stopped by SIGTERM: a drain

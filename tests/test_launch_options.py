@@ -14,8 +14,9 @@ import pytest
 import yaml
 from support import evaluate, one_group
 
-from jobs import bert_job, launch
-from jobs.capacity import LaunchError
+from jobs import launch
+from jobs.job_building.capacity import LaunchError
+from jobs.workloads import bert_job
 from preflight.stackfile import REPO_ROOT
 from training import options
 from trainium_eks import layout

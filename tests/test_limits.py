@@ -33,11 +33,12 @@ from support import (
     stack_copy,
 )
 
+from plan_graph import cost
+from plan_graph.graph import Graph
 from preflight import analysis, check, stackfile
-from trainium_eks import catalog, cost
+from trainium_eks import catalog
 from trainium_eks.config import ConfigError, parse
 from trainium_eks.contract import ContractError, PlatformContract
-from trainium_eks.graph import Graph
 
 POOL = {"name": "trn1-32xl", "instanceType": "trn1.32xlarge", "provisioning": "karpenter"}
 # The fixture staging stack without teams, where the catalog offers trn1.32xlarge: the groups below are of that type.

@@ -12,11 +12,11 @@ from mutation_case import plan_of
 from rule_graphs import expect, node
 from support import FIXTURE_STACKS
 
+from plan_graph.graph import UNKNOWN, Graph, Node
+from plan_graph.trainium_groups import NODE_GROUP, trainium_groups
 from policies.rules import nodes, trainium_nodes
 from preflight import check
 from trainium_eks import layout, tokens, versions
-from trainium_eks.graph import UNKNOWN, Graph, Node
-from trainium_eks.trainium_groups import NODE_GROUP, trainium_groups
 
 PULL_ONLY = "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly"
 

@@ -12,10 +12,10 @@ import yaml
 from generation_mutations import TRN1_STACK, TRN2_STACK, TWO_GENERATIONS, labelled, pinned, refused_by
 from support import FIXTURE_STACKS, check_report, evaluate, node_group_config, run_preflight
 
+from plan_graph.graph import Graph
 from preflight import analysis, node_facts, planfile, stackfile
 from trainium_eks import layout
 from trainium_eks.config import addresses, parse
-from trainium_eks.graph import Graph
 from trainium_eks.wording import span
 
 # A trn1 and a trn2 pool (the trn2 one in a Capacity Block), and a managed group of single-card trn1 nodes.

@@ -11,10 +11,10 @@ import json
 import pytest
 from rule_graphs import expect, node
 
+from plan_graph.graph import UNKNOWN
+from plan_graph.trainium_groups import LAUNCH_TEMPLATE, SECURITY_GROUP
 from policies.rules import cost, iam, scheduling, security
 from policies.rules.network import internet_covered, parse_cidrs
-from trainium_eks.graph import UNKNOWN
-from trainium_eks.trainium_groups import LAUNCH_TEMPLATE, SECURITY_GROUP
 
 EKS, SG_RULE, VPC_RULE = security.EKS_COMPONENT, security.SECURITY_GROUP_RULE, security.VPC_INGRESS_RULE
 ABSENT = object()

@@ -15,10 +15,10 @@ import urllib.request
 import pytest
 from support import STACKS, cached_plan, evaluate, one, one_group
 
-from jobs.local_agents import TINY_CPU_TRAINING
 from jobs.local_etcd import LocalEtcd
-from jobs.rehearsal_report import DrainEvent, JobRun, RehearsalRequest, outcome, progress
-from jobs.volcano_lifecycle import JobStatus
+from jobs.rehearsal.local_agents import TINY_CPU_TRAINING
+from jobs.rehearsal.report import DrainEvent, JobRun, RehearsalRequest, outcome, progress
+from jobs.rehearsal.volcano_lifecycle import JobStatus
 from preflight.stackfile import REPO_ROOT
 from trainium_eks.contract import PlatformContract
 

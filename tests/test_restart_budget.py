@@ -1,6 +1,6 @@
 """Runs that outlive any number of planned drains, and a crash budget that still ends a job, for real: the pods'
 entrypoint (``training.agent``) under real torchrun agents, and `jobs.rehearsal` restarting the launcher's BERT job by
-its own Volcano lifecycle (``jobs.volcano_lifecycle``) on one node of one worker, through a real etcd."""
+its own Volcano lifecycle (``jobs.rehearsal.volcano_lifecycle``) on one node of one worker, through a real etcd."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from support import evaluate, one_group
 
 from jobs.rehearsal import rehearsal_job, rehearse
-from jobs.rehearsal_report import RehearsalRequest
+from jobs.rehearsal.report import RehearsalRequest
 from preflight.stackfile import REPO_ROOT
 from trainium_eks.contract import PlatformContract
 

@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 from job_outputs import TWO_GENERATIONS, launch_json, outputs_file, pod_templates
 
-from jobs.local_agents import read_metrics
+from jobs.rehearsal.local_agents import read_metrics
 from preflight.stackfile import REPO_ROOT
 from training import pretrain_bert, run_record
 

@@ -10,10 +10,10 @@ import json
 import pytest
 from rule_graphs import expect, node
 
+from plan_graph.graph import UNKNOWN, Graph, Node
+from plan_graph.trainium_groups import LAUNCH_TEMPLATE, NODE_GROUP, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
 from policies.rules import cost, deploy_path, iam, images, repair, scheduling, security, topology, trainium_nodes
 from trainium_eks import tokens
-from trainium_eks.graph import UNKNOWN, Graph, Node
-from trainium_eks.trainium_groups import LAUNCH_TEMPLATE, NODE_GROUP, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
 
 EKS, VPC_RULE = security.EKS_COMPONENT, security.VPC_INGRESS_RULE
 VPC_EGRESS_RULE = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"

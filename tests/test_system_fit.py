@@ -8,11 +8,12 @@ import json
 import pytest
 from support import evaluate, run_preflight, stack_copy
 
+from plan_graph import system_fit
+from plan_graph.graph import UNKNOWN, Graph
+from plan_graph.system_fit import Requests
 from policies.rules.system_pods import system_pods_fit
 from preflight import analysis
-from trainium_eks import catalog, system_fit
-from trainium_eks.graph import UNKNOWN, Graph
-from trainium_eks.system_fit import Requests
+from trainium_eks import catalog
 
 ELASTIC = [{"name": "trn1-2xl", "instanceType": "trn1.2xlarge", "provisioning": "karpenter", "maxSize": 2}]
 

@@ -16,7 +16,8 @@ from admission_review import ENVIRONMENT, Kind, Policy, Request
 from admitted_workloads import POD, POD_GROUP, VOLCANO_JOB, admitted_pod, workloads
 from support import evaluate, manifest, settings
 
-from jobs import acceptance, bert_job, launch
+from jobs import acceptance, launch
+from jobs.workloads import bert_job
 from trainium_eks import layout, tokens
 from trainium_eks.contract import PlatformContract
 

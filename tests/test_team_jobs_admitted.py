@@ -1,7 +1,7 @@
 """Every job the launcher and the acceptance checks accept for a team is one its quota and queue admit, and every job
 they refuse for the team's room is one the quota or the queue would refuse: on every shipped and fixture stack with
 teams, for every team, Trainium group and workload, against the plan's own ResourceQuota and Queue objects, counted
-as the API server and Volcano count them (``quota_admission``, an oracle apart from ``jobs.capacity``)."""
+as the API server and Volcano count them (``quota_admission``, an oracle apart from ``jobs.job_building.capacity``)."""
 
 from __future__ import annotations
 

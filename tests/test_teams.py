@@ -15,7 +15,8 @@ from admission_review import NAMESPACE_NAME_LABEL, selects
 from job_outputs import run_module
 from support import PROJECT, evaluate, one, one_group, one_line, run_preflight, settings, stack_copy
 
-from jobs import bert_job, launch
+from jobs import launch
+from jobs.workloads import bert_job
 from trainium_eks import layout, tokens
 from trainium_eks.config import ConfigError, parse
 from trainium_eks.contract import PlatformContract

@@ -1,4 +1,4 @@
-"""TorchTitan as a platform workload: the job `jobs.torchtitan_job` builds for a trn2 group, and that job rehearsed for
+"""TorchTitan as a platform workload: the job `jobs.workloads.torchtitan_job` builds for a trn2 group, and that job rehearsed for
 real on this machine's CPUs by `python -m jobs.rehearsal --workload torchtitan` (TorchTitan 0.3.0 from the package
 index, its ``--module``/``--config`` API, FSDP2 on gloo, two torchrun agents meeting through a real etcd): a worker
 killed mid-run resumes from the newest
@@ -18,14 +18,14 @@ from pathlib import Path, PurePosixPath
 import pytest
 from support import evaluate, one_group
 
-from jobs.capacity import LaunchError
+from jobs.job_building.capacity import LaunchError
+from jobs.job_building.platform_job import COMPILE_CACHE_ANNOTATION, JobRequest
 from jobs.launch import main as launch
-from jobs.local_agents import CpuOverrides, read_metrics
-from jobs.platform_job import COMPILE_CACHE_ANNOTATION, JobRequest
-from jobs.rehearsal_report import CHECKPOINT_EVERY
-from jobs.rehearsal_workloads import WORKLOADS, complete_checkpoints
-from jobs.titan_config import parse_titan_options
-from jobs.torchtitan_job import MODULE, PARALLELISM_ANNOTATION, RECIPES, titan_job
+from jobs.rehearsal.cpu_workloads import WORKLOADS, complete_checkpoints
+from jobs.rehearsal.local_agents import CpuOverrides, read_metrics
+from jobs.rehearsal.report import CHECKPOINT_EVERY
+from jobs.workloads.titan_config import parse_titan_options
+from jobs.workloads.torchtitan_job import MODULE, PARALLELISM_ANNOTATION, RECIPES, titan_job
 from preflight.stackfile import REPO_ROOT
 from training import run_record, titan_assets
 from training.titan_configs import STAND_INS

@@ -1,5 +1,5 @@
 """The training and precompile pods against the "restricted" Pod Security Standard: they meet every control but
-running as a non-root user, and the fields they leave out are exactly those `jobs.training_security` and the README
+running as a non-root user, and the fields they leave out are exactly those `jobs.job_building.training_security` and the README
 list with their reasons."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import pytest
 from restricted_standard import restricted_findings
 from support import STACKS, cached_plan, one
 
-from jobs import bert_job, launch, training_security
+from jobs import launch
+from jobs.job_building import training_security
+from jobs.workloads import bert_job
 from preflight.stackfile import REPO_ROOT
 from trainium_eks.contract import PlatformContract
 

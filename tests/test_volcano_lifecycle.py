@@ -1,4 +1,4 @@
-"""The Volcano Jobs the launcher builds, under Volcano's own rules (``jobs.volcano_lifecycle``, release-1.15): admitted
+"""The Volcano Jobs the launcher builds, under Volcano's own rules (``jobs.rehearsal.volcano_lifecycle``, release-1.15): admitted
 by its CRD and webhook, restarted by a drain or an eviction without end, ended by a crash budget spent; and the
 spec they replace (maxRetry 3, every failure a restart) failed at its third drain, as Volcano fails it."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from job_outputs import TWO_GENERATIONS, assert_valid_lifecycle, launch_json, outputs_file
 
-from jobs.volcano_lifecycle import (
+from jobs.rehearsal.volcano_lifecycle import (
     JobLifecycle,
     JobStatus,
     PodEnd,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from plan_graph.graph import UNKNOWN, Graph, Node
 from policies.rules import workloads
 from trainium_eks import tokens
-from trainium_eks.graph import UNKNOWN, Graph, Node
 
 LABELS = {"app.kubernetes.io/name": "etcd"}
 

@@ -10,7 +10,7 @@ from elastic_mutations import edit_class
 from generation_mutations import TRN1_STACK, refused_by
 from mutation_case import Case, edit, edit_node_group
 
-from trainium_eks.trainium_groups import NODE_CLASS, NODE_GROUP
+from plan_graph.trainium_groups import NODE_CLASS, NODE_GROUP
 
 # The fixture stacks' groups are trn1 ones, on PyTorch/XLA: a recorded release whose driver its runtime does not
 # initialise on (trainium_eks/versions.py), and a release the platform has no record of.

@@ -2,7 +2,7 @@
 
     python -m training.agent <torchrun options> -m <training module> <its options>
 
-Volcano restarts a job by the exit code of its failed pod's container (``jobs.platform_job.JOB_LIFECYCLE``), but
+Volcano restarts a job by the exit code of its failed pod's container (``jobs.job_building.platform_job.JOB_LIFECYCLE``), but
 torchrun exits 1 both when it gives up after ``--max-restarts`` (``ChildFailedError``) and when SIGTERM stops it: the
 agent turns the signal into ``SignalException`` (torch 2.14.1 ``torch/distributed/elastic/multiprocessing/api.py``
 lines 65-86), shuts its workers down and re-raises it (``torch/distributed/launcher/api.py`` lines 394-400), and an

@@ -62,7 +62,7 @@ def parser() -> OneLineParser:
     p.add_argument("--device", choices=backends.device_choices(COLLECTIVE_BANDWIDTH), default="auto")
     p.add_argument("--line-rate-gbps", type=positive_number, required=True, help="EFA bandwidth of one node, in Gbps")
     p.add_argument("--min-fraction", type=fraction, required=True, help="the floor, as a fraction of the line rate")
-    # nccom-test's sizes in jobs/bandwidth.py start at 64 MiB too: large enough to reach the fabric's plateau.
+    # nccom-test's sizes in jobs/acceptance/bandwidth.py start at 64 MiB too: large enough to reach the fabric's plateau.
     p.add_argument("--min-bytes", type=byte_count, default=64 * MiB, help="smallest message (default 64 MiB)")
     p.add_argument("--max-bytes", type=byte_count, default=1024 * MiB, help="largest message (default 1 GiB)")
     p.add_argument("--iterations", type=count, default=20, help="timed all-reduces per size")

@@ -8,7 +8,7 @@ SIGQUIT") and shuts its workers down (``elastic/agent/server/api.py`` 752-756, `
 ``SubprocessContext._close`` (``multiprocessing/api.py`` 1023-1053) sends each worker the same SIGTERM, waits up to
 the agent's shutdown timeout for them, then SIGKILLs the rest. That timeout is ``--shutdown-timeout`` or
 TORCH_ELASTIC_SHUTDOWN_TIMEOUT, 30 s by default (``launcher/api.py`` 148-152): a drain longer than that needs the
-launcher to raise it with the pod's grace period (``jobs.grace_period``). The agent then re-raises the signal and
+launcher to raise it with the pod's grace period (``jobs.job_building.grace_period``). The agent then re-raises the signal and
 exits non-zero without closing the rendezvous (``launcher/api.py`` 391-397); the restarted job meets under its new
 run id.
 

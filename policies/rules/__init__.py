@@ -1,4 +1,4 @@
-"""Policy rules: pure functions from resources (``trainium_eks.graph.Node``) and config to violations."""
+"""Policy rules: pure functions from resources (``plan_graph.graph.Node``) and config to violations."""
 
 from __future__ import annotations
 

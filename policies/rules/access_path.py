@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from plan_graph.graph import Graph, Node, dig, is_unknown
 from policies.rules import Violation, describe, listed
 from policies.rules.deploy_path import admits
 from policies.rules.iam import IAM_ROLE, allows, resources_of, statements
 from trainium_eks import tokens
-from trainium_eks.graph import Graph, Node, dig, is_unknown
 from trainium_eks.names import whole
 
 INSTANCE = tokens.EC2_INSTANCE

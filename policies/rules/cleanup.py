@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from plan_graph.graph import Graph, Node, dig, is_unknown, number
 from policies.rules import Violation, describe
 from trainium_eks import tokens
 from trainium_eks.config.key_values import LOG_RETENTION_DAYS
-from trainium_eks.graph import Graph, Node, dig, is_unknown, number
 
 KARPENTER_CHART = "karpenter"  # the controller's chart (karpenter-crd only brings the CRDs)
 POOL_TYPES = (tokens.KARPENTER_NODE_POOL, tokens.KARPENTER_NODE_CLASS)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from plan_graph import cost
+from plan_graph.graph import Graph, Node, dig, is_unknown
+from plan_graph.trainium_groups import trainium_groups
 from policies.rules import Violation, describe
-from trainium_eks import cost, tokens
-from trainium_eks.graph import Graph, Node, dig, is_unknown
+from trainium_eks import tokens
 from trainium_eks.quantities import quantity
-from trainium_eks.trainium_groups import trainium_groups
 
 DEFAULT_REQUIRED_TAGS = ["environment", "owner", "cost-center"]
 # Taggable types the platform creates; any other resource with a `tags` input is checked as well.
@@ -66,7 +67,7 @@ def trainium_node_limit(graph: Graph, config: dict) -> Iterator[Violation]:
 
 
 def monthly_cost_budget(graph: Graph, config: dict) -> Iterator[Violation]:
-    """The stack's monthly running cost when busy (``trainium_eks.cost``) within ``maxMonthlyUsd``. A Capacity Block is
+    """The stack's monthly running cost when busy (``plan_graph.cost``) within ``maxMonthlyUsd``. A Capacity Block is
     not in it: it is bought outside the stack and paid up front for its window (the estimate's ``prepaid``), so no
     edit of the stack raises or lowers what it costs; an item without a known price counts as 0."""
     budget = float(config.get("maxMonthlyUsd", 100_000))

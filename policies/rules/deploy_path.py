@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from plan_graph.graph import Graph, Node, dig, is_unknown
 from policies.rules import Violation, as_list, describe
 from policies.rules.iam import statements
 from policies.rules.network import PortRange, traffic_of
 from trainium_eks import tokens
-from trainium_eks.graph import Graph, Node, dig, is_unknown
 
 EKS_COMPONENT = tokens.EKS_COMPONENT_CLUSTER
 CODEBUILD_PROJECT = tokens.CODEBUILD_PROJECT

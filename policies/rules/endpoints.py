@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from plan_graph.graph import Graph, Node, dig, is_unknown, vpc_endpoint_service
+from plan_graph.trainium_groups import trainium_groups
 from policies.rules import Violation, describe
 from trainium_eks import tokens
-from trainium_eks.graph import Graph, Node, dig, is_unknown, vpc_endpoint_service
-from trainium_eks.trainium_groups import trainium_groups
 
 IMAGE_PULL_SERVICES = ("ecr.api", "ecr.dkr")
 

@@ -6,9 +6,9 @@ import json
 import re
 from collections.abc import Iterator
 
+from plan_graph.graph import Graph, Node, is_unknown, known
 from policies.rules import Violation, as_list, describe, listed
 from trainium_eks import tokens
-from trainium_eks.graph import Graph, Node, is_unknown, known
 
 IAM_ROLE = tokens.IAM_ROLE
 IAM_POLICY_TYPES = (

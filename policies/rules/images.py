@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from plan_graph.graph import Graph, dig, is_unknown
 from policies.rules import Violation, describe
 from trainium_eks import tokens, versions
-from trainium_eks.graph import Graph, dig, is_unknown
 
 HELM_RELEASE_TYPES = (tokens.HELM_RELEASE, tokens.HELM_CHART)
 EFA_CHART = "aws-efa-k8s-device-plugin"

@@ -12,8 +12,8 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from plan_graph.graph import Graph, Node, is_unknown, known
 from trainium_eks import tokens
-from trainium_eks.graph import Graph, Node, is_unknown, known
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 INTERNET = (ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0"))

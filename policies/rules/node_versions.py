@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from plan_graph.graph import Graph, Node, is_unknown
+from plan_graph.trainium_groups import RELEASE_VERSION
 from policies.rules import Violation, describe
 from trainium_eks import tokens
-from trainium_eks.graph import Graph, Node, is_unknown
-from trainium_eks.trainium_groups import RELEASE_VERSION
 
 
 def _minor(version: str) -> tuple[int, int] | None:

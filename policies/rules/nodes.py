@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from plan_graph.graph import Graph, Node
 from policies.rules import Violation, as_list, describe, listed
 from policies.rules.iam import IAM_ROLE, ROLE_POLICY_ATTACHMENT, statements
-from trainium_eks.graph import Graph, Node
 
 EC2_SERVICE = "ec2.amazonaws.com"
 # Managed policies a node role must not hold, with what to do instead.

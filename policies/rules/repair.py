@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from plan_graph.graph import Graph, dig, is_unknown
+from plan_graph.trainium_groups import TrainiumGroup, trainium_groups
 from policies.rules import Violation, describe
 from trainium_eks import tokens, versions
-from trainium_eks.graph import Graph, dig, is_unknown
-from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
 
 KARPENTER_CHART = versions.KARPENTER_CHART.chart
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from plan_graph.graph import Graph, Node, dig, known
+from plan_graph.trainium_groups import TrainiumGroup, trainium_groups
 from policies.rules import Violation, describe, listed, shown
 from trainium_eks import hardware, shares, tokens
-from trainium_eks.graph import Graph, Node, dig, known
 from trainium_eks.quantities import quantity
-from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
 
 QUEUE = tokens.VOLCANO_QUEUE
 ETCD_IMAGE = re.compile(r"(\A|/)etcd(:|@|\Z)")

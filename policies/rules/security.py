@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from plan_graph.graph import Graph, Node, dig, is_unknown, known
 from policies.rules import Violation, describe, listed, shown
 from policies.rules.network import internet_covered, internet_exposures, parse_cidrs, sources_of, traffic_of
 from trainium_eks import tokens
-from trainium_eks.graph import Graph, Node, dig, is_unknown, known
 
 LAUNCH_TEMPLATE = tokens.EC2_LAUNCH_TEMPLATE
 NODE_CLASS = tokens.KARPENTER_NODE_CLASS  # the launch template Karpenter renders for an elastic pool

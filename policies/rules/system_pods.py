@@ -1,4 +1,4 @@
-"""The system pods fit the system node group at its minimum size (``trainium_eks.system_fit``): a controller that
+"""The system pods fit the system node group at its minimum size (``plan_graph.system_fit``): a controller that
 cannot be scheduled stops what it runs (Karpenter brings no node, Volcano schedules no job, etcd has no member).
 A value the fit cannot read (a string for a map, ``"x"`` for a quantity) fails it; one the preview does not know yet
 skips it."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from plan_graph.graph import Graph
+from plan_graph.system_fit import system_fit
 from policies.rules import Violation, describe
-from trainium_eks.graph import Graph
-from trainium_eks.system_fit import system_fit
 
 
 def system_pods_fit(graph: Graph, config: dict) -> Iterator[Violation]:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from plan_graph.graph import Graph, Node, dig, known
 from policies.rules import Violation, describe, shown
 from policies.rules.scheduling import plan_fleet, provisioned_capacity
 from trainium_eks import layout, names, shares, tokens
-from trainium_eks.graph import Graph, Node, dig, known
 from trainium_eks.quantities import quantity
 
 QUOTA_PREFIX = "requests."

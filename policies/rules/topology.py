@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from policies.rules import Violation, describe
-from policies.rules.network import ALL_PROTOCOLS, GroupRule, PortRange, group_rules
-from trainium_eks import hardware, layout, tokens
-from trainium_eks.graph import Graph, Node, dig, is_unknown, known
-from trainium_eks.trainium_groups import (
+from plan_graph.graph import Graph, Node, dig, is_unknown, known
+from plan_graph.trainium_groups import (
     SECURITY_GROUP,
     TrainiumGroup,
     subnet_az_id,
     tolerates,
     trainium_groups,
 )
+from policies.rules import Violation, describe
+from policies.rules.network import ALL_PROTOCOLS, GroupRule, PortRange, group_rules
+from trainium_eks import hardware, layout, tokens
 
 FSX = tokens.FSX_LUSTRE_FILE_SYSTEM
 HELM_RELEASE_TYPES = (tokens.HELM_RELEASE, tokens.HELM_CHART)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from plan_graph.graph import Graph, Node, dig, is_unknown, known
+from plan_graph.trainium_groups import NEURON_AMI_ALIAS_FAMILY, TrainiumGroup, trainium_groups
 from policies.rules import Violation, describe
 from trainium_eks import layout, versions
-from trainium_eks.graph import Graph, Node, dig, is_unknown, known
-from trainium_eks.trainium_groups import NEURON_AMI_ALIAS_FAMILY, TrainiumGroup, trainium_groups
 
 NEURON_AMI_TYPES = ("AL2023_x86_64_NEURON",)
 NEURON_TAINT = (layout.NEURON_TAINT_KEY, layout.NEURON_TAINT_VALUE)

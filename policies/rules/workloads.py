@@ -11,9 +11,9 @@ import math
 import re
 from collections.abc import Iterator
 
+from plan_graph.graph import Graph, Node, dig, is_unknown, known
 from policies.rules import Violation, describe, listed
 from trainium_eks import tokens
-from trainium_eks.graph import Graph, Node, dig, is_unknown, known
 
 WORKLOAD_TYPES = (tokens.K8S_STATEFUL_SET, tokens.K8S_DEPLOYMENT)
 ETCD_IMAGE = re.compile(r"(\A|/)etcd(:|@|\Z)")

@@ -196,7 +196,7 @@ def _principals_in_partition(s: StackInput, region: str, key: Key) -> None:
 
 def _deploy_runner(s: StackInput, cluster_name: str, key: Key) -> p.DeployRunnerConfig | None:
     """Both runner keys or neither. Whether a private stack needs the runner depends on whether the pipeline deploys
-    it, which the workflows say: ``preflight/workflows.py`` checks that rule against them."""
+    it, which the workflows say: ``tests/workflows.py`` checks that rule against them."""
     for needed, given, other in (
         ("ciRunnerConnectionArn", s.ci_runner_repository, s.ci_runner_connection_arn),
         ("ciRunnerRepository", s.ci_runner_connection_arn, s.ci_runner_repository),

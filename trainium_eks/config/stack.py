@@ -3,7 +3,7 @@
 Every field states its type, bound and pattern; unknown keys are refused. Each key also says what it is, which
 table of docs/configuration.md lists it and the default Pulumi.yaml declares (``stack_items.key``): ``make docs``
 generates Pulumi.yaml's ``config:`` block and the guide's key tables from these models
-(``preflight.schema_docs``). The Pulumi CLI applies those defaults (and so does ``preflight``, which reads
+(``trainium_eks.config.schema_docs``). The Pulumi CLI applies those defaults (and so does ``preflight``, which reads
 stack files as the CLI does), so this model requires each key. Rules across fields (an instance type offered in the
 chosen AZ, a reservation in that AZ, member counts against node counts) are in ``trainium_eks.config.rules``.
 """

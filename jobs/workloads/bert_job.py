@@ -1,6 +1,6 @@
 """The BERT pretraining workload of the seed tutorial (``training/pretrain_bert.py``), on any node group: its training
 options (the launcher's own, each replaced by the one of the same name given after ``--``), worked out once into its
-run (``jobs.workload``): its Volcano Job, its pods' grace period and the steps before a new run's first checkpoint.
+run (``jobs.workloads.workload``): its Volcano Job, its pods' grace period and the steps before a new run's first checkpoint.
 ``jobs.launch`` runs it as ``--workload bert``."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from functools import partial
 from pathlib import PurePosixPath
 from typing import Any
 
-from jobs.capacity import LaunchError, choose_node_group
-from jobs.compile_cache import compile_cache
-from jobs.grace_period import job_grace_period
-from jobs.paths import run_directory
-from jobs.platform_job import JobRequest, placement
-from jobs.workload import TrainingRun, Workload
+from jobs.job_building.capacity import LaunchError, choose_node_group
+from jobs.job_building.grace_period import job_grace_period
+from jobs.job_building.paths import run_directory
+from jobs.job_building.platform_job import JobRequest, placement
+from jobs.workloads.compile_cache import compile_cache
+from jobs.workloads.workload import TrainingRun, Workload
 from training import options
 from trainium_eks.cli import UsageError
 from trainium_eks.contract import PlatformContract

@@ -9,7 +9,7 @@ import os
 from argparse import ArgumentTypeError
 from pathlib import Path
 
-from jobs.capacity import LaunchError
+from jobs.job_building.capacity import LaunchError
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
 

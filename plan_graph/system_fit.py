@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from plan_graph.graph import Graph, Node, dig, is_unknown, number
+from plan_graph.trainium_groups import trainium_groups
 from trainium_eks import catalog, hardware, layout, tokens, versions
-from trainium_eks.graph import Graph, Node, dig, is_unknown, number
 from trainium_eks.quantities import quantity
-from trainium_eks.trainium_groups import trainium_groups
 
 NOT_COUNTED = "CoreDNS, kube-proxy and the EKS add-ons' pods (their requests are EKS's)"
 WORKLOADS = ("kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:StatefulSet", "kubernetes:apps/v1:DaemonSet")

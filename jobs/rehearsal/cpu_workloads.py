@@ -4,7 +4,7 @@ worker is killed at a step (``--kill-at``).
 
 - ``bert``: the launcher's BERT job (``training.pretrain_bert``) with the tiny model; the training module kills its own
   last worker after the step (``--fail-at-step``), as an OOM kill would.
-- ``torchtitan``: the TorchTitan job (``jobs.torchtitan_job``) with the CPU rehearsal's recipe (TorchTitan 0.3.0's
+- ``torchtitan``: the TorchTitan job (``jobs.workloads.torchtitan_job``) with the CPU rehearsal's recipe (TorchTitan 0.3.0's
   llama3 debug model with SDPA attention, ``training.titan_configs``; FSDP2 on gloo) and the generated tokenizer and
   text (``training.titan_assets``); a worker of the
   last agent is sent SIGKILL by its pid once the step is recorded. Its DCP checkpoints are the ``step-N`` folders
@@ -19,12 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from jobs.bert_job import BERT, DATASET
-from jobs.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, stage_dataset
-from jobs.platform_job import JobRequest
-from jobs.rehearsal_report import CHECKPOINT_EVERY, RehearsalRequest, checkpoints
-from jobs.torchtitan_job import CPU_REHEARSAL, MODULE, last_value, titan_workload
-from jobs.workload import Workload
+from jobs.job_building.platform_job import JobRequest
+from jobs.rehearsal.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, stage_dataset
+from jobs.rehearsal.report import CHECKPOINT_EVERY, RehearsalRequest, checkpoints
+from jobs.workloads.bert_job import BERT, DATASET
+from jobs.workloads.torchtitan_job import CPU_REHEARSAL, MODULE, last_value, titan_workload
+from jobs.workloads.workload import Workload
 from training import titan_assets
 from trainium_eks.contract import PlatformContract
 
@@ -55,7 +55,7 @@ def stage_titan_assets(fsx_root: Path, contract: PlatformContract) -> Path:
 class RehearsedWorkload:
     """A launcher's workload as `jobs.rehearsal` runs it on CPUs: the job it builds, and what the rehearsal adds."""
 
-    workload: Workload  # the launcher's (``jobs.workload``), whose job the rehearsal runs
+    workload: Workload  # the launcher's (``jobs.workloads.workload``), whose job the rehearsal runs
     job_name: str
     stage: Callable[[Path, PlatformContract], object]
     training_args: Callable[[RehearsalRequest], dict[str, str]]

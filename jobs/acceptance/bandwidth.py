@@ -4,10 +4,10 @@ by nccom-test (efa-bandwidth, every generation) and by torch.distributed on the 
 
 from __future__ import annotations
 
-from jobs.capacity import LaunchError
-from jobs.check_pods import SHARED_VOLUME_OWNER, two_efa_nodes
-from jobs.check_workload import NODE, Check, PodShape, check_job
-from jobs.platform_job import group_software
+from jobs.acceptance.check_pods import SHARED_VOLUME_OWNER, two_efa_nodes
+from jobs.acceptance.check_workload import NODE, Check, PodShape, check_job
+from jobs.job_building.capacity import LaunchError
+from jobs.job_building.platform_job import group_software
 from trainium_eks import acceptance_floors, catalog
 from trainium_eks.backends import BACKENDS
 from trainium_eks.contract import PlatformContract
@@ -17,7 +17,7 @@ from trainium_eks.pod_security import ROOT_UID
 # efa-bandwidth. nccom-test runs a multi-node benchmark through MPI: given every host and NEURON_RT_ROOT_COMM_ID (the
 # first host's address and a free port), it starts neuron-bench on each host and gathers the latencies on the host
 # it runs on, which need not take part (NCCOM-TEST User Guide, "MPI Execution"; Neuron tools 2.16.1.0 release notes).
-# How MPI reaches the hosts, and why the nodes run sshd as they do: jobs/check_workload.py.
+# How MPI reaches the hosts, and why the nodes run sshd as they do: jobs/acceptance/check_workload.py.
 BANDWIDTH_NODES = 2
 ROOT_COMM_PORT = 63182  # any free port on the first host
 DATA_COLLECTOR_PORT = 60006  # nccom-test's default

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from plan_graph.graph import Graph, Node, dig, number, vpc_endpoint_service
+from plan_graph.trainium_groups import TrainiumGroup, trainium_groups
 from trainium_eks import catalog, hardware, layout, service_prices, tokens, versions
-from trainium_eks.graph import Graph, Node, dig, number, vpc_endpoint_service
 from trainium_eks.quantities import quantity
-from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
 
 NODE_GROUP = tokens.EKS_NODE_GROUP
 LAUNCH_TEMPLATE = tokens.EC2_LAUNCH_TEMPLATE

@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.components import AGENT_COMMAND, JOB_VERSION_ANNOTATION
+from jobs.job_building.torchx_component import AGENT_COMMAND, JOB_VERSION_ANNOTATION
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ANNOTATION_FIELD = re.compile(r"metadata\.annotations\['([^']+)'\]")
 VARIABLE_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 # The pods' entrypoint (training.agent: torchrun), with an optional shorter TTL for etcd-v2's rendezvous state (the

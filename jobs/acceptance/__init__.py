@@ -25,12 +25,19 @@ import sys
 
 import yaml
 
-from jobs.bandwidth import collective_bandwidth, efa_bandwidth
-from jobs.capacity import LaunchError, admit, held_nodes, job_pods, job_usage, node_count
-from jobs.check_pods import SHARED_VOLUME_OWNER, two_efa_nodes
-from jobs.check_workload import LAUNCHER, NODE, Check, PodShape, check_job
-from jobs.kube_api import submit
-from jobs.outputs import add_api_tunnel_option, add_source_options, add_team_option, report_bad_input, source_contract, workspace
+from jobs.acceptance.bandwidth import collective_bandwidth, efa_bandwidth
+from jobs.acceptance.check_pods import SHARED_VOLUME_OWNER, two_efa_nodes
+from jobs.acceptance.check_workload import LAUNCHER, NODE, Check, PodShape, check_job
+from jobs.cluster_access.kube_api import submit
+from jobs.cluster_access.outputs import (
+    add_api_tunnel_option,
+    add_source_options,
+    add_team_option,
+    report_bad_input,
+    source_contract,
+    workspace,
+)
+from jobs.job_building.capacity import LaunchError, admit, held_nodes, job_pods, job_usage, node_count
 
 __all__ = ["CHECKS", "LAUNCHER", "NODE", "main"]  # the bandwidth check's task names, as the tests and README name them
 from trainium_eks import layout
@@ -214,7 +221,3 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(verdicts), file=sys.stderr if args.dryrun else sys.stdout)
 
     return report_bad_input(parser, argv, run)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

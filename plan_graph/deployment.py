@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
+from plan_graph.graph import Graph, Node
 from trainium_eks import tokens
-from trainium_eks.graph import Graph, Node
 
 TF_DEFAULT = "Terraform AWS provider default create timeout"
 OBSERVED = "observed in public Terraform/Pulumi apply logs, 2023-2025"

@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, StrictStr, model_validator
 
-from jobs.local_agents import TINY_CPU_TRAINING
-from jobs.volcano_lifecycle import JobStatus
+from jobs.rehearsal.local_agents import TINY_CPU_TRAINING
+from jobs.rehearsal.volcano_lifecycle import JobStatus
 
 CHECKPOINT_EVERY = int(TINY_CPU_TRAINING["--checkpoint-every"])
 
@@ -99,7 +99,7 @@ class Outcome:
     last_loss: float | None
     agents_exit: list[int]  # of the last agents started (after a restart, the restarted job's)
     first_step_seconds: float | None  # from starting the agents
-    # The Volcano Job as its lifecycle left it (``jobs.volcano_lifecycle``): its phase, retryCount and maxRetry.
+    # The Volcano Job as its lifecycle left it (``jobs.rehearsal.volcano_lifecycle``): its phase, retryCount and maxRetry.
     job_phase: str = "Completed"
     job_retry_count: int = 0
     job_max_retry: int = 0

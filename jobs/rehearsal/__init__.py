@@ -5,10 +5,10 @@
                              [--kill-at STEP | --drain-at STEP [--drains N] | --crash-at-start] [--etcd-members M]
                              [--node-group NAME] [--workdir DIR] [--timeout SECONDS] [--json]
 
-The Volcano Job is the one `jobs.launch` builds from the outputs for the workload (`jobs.rehearsal_workloads`: BERT,
+The Volcano Job is the one `jobs.launch` builds from the outputs for the workload (`jobs.rehearsal.cpu_workloads`: BERT,
 or TorchTitan with its CPU recipe); each of its tasks runs as a torchrun agent here, and they meet through etcd
 members started with the platform's own flags (`jobs.local_etcd`). What must differ on a CPU is listed in
-`jobs.local_agents.CpuOverrides`. With ``--kill-at STEP`` a training worker dies by SIGKILL once every worker has
+`jobs.rehearsal.local_agents.CpuOverrides`. With ``--kill-at STEP`` a training worker dies by SIGKILL once every worker has
 trained that step, as an OOM kill would; the run passes only if every step trains and, after the kill, training
 resumed from the checkpoint written before it, so that the steps since that checkpoint, which the report lists, are
 trained again.
@@ -19,7 +19,7 @@ a step whose checkpoint the restarted job resumed from. The report gives the tim
 With ``--crash-at-start`` a worker dies at step 1 of every start; the run passes only if torchrun gave up after its
 --max-restarts and the job ended Terminated.
 Whatever ends an agent, the job goes on as Volcano's job controller decides by the job's own lifecycle policies and
-maxRetry (`jobs.volcano_lifecycle`): restarted (new agents, the next job version), completed, or ended; the report
+maxRetry (`jobs.rehearsal.volcano_lifecycle`): restarted (new agents, the next job version), completed, or ended; the report
 gives the job's phase and retryCount, and a job Volcano fails fails the rehearsal.
 Exit status: 0 passed, 1 the rehearsal failed (logs kept), 2 bad input.
 """
@@ -38,16 +38,25 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from jobs.capacity import LaunchError
-from jobs.components import JOB_VERSION_ANNOTATION
-from jobs.grace_period import pod_grace_seconds
-from jobs.local_agents import CpuOverrides, Rehearsal, read_metrics
+from jobs.cluster_access.outputs import add_source_options, report_bad_input, source_contract
+from jobs.job_building.capacity import LaunchError
+from jobs.job_building.grace_period import pod_grace_seconds
+from jobs.job_building.paths import create_directory, new_directory
+from jobs.job_building.torchx_component import JOB_VERSION_ANNOTATION
 from jobs.local_etcd import LocalEtcd
-from jobs.outputs import add_source_options, report_bad_input, source_contract
-from jobs.paths import create_directory, new_directory
-from jobs.rehearsal_report import CHECKPOINT_EVERY, DrainEvent, JobRun, Outcome, RehearsalRequest, outcome, progress
-from jobs.rehearsal_workloads import WORKLOADS
-from jobs.volcano_lifecycle import RESTARTS, SYNC, JobLifecycle, JobStatus, PodEnd, VolcanoRefusal, pod_ended, pods_recreated
+from jobs.rehearsal.cpu_workloads import WORKLOADS
+from jobs.rehearsal.local_agents import CpuOverrides, Rehearsal, read_metrics
+from jobs.rehearsal.report import CHECKPOINT_EVERY, DrainEvent, JobRun, Outcome, RehearsalRequest, outcome, progress
+from jobs.rehearsal.volcano_lifecycle import (
+    RESTARTS,
+    SYNC,
+    JobLifecycle,
+    JobStatus,
+    PodEnd,
+    VolcanoRefusal,
+    pod_ended,
+    pods_recreated,
+)
 from trainium_eks.cli import OneLineParser
 from trainium_eks.contract import PlatformContract
 
@@ -144,7 +153,7 @@ def drain(job: dict, agents: Rehearsal, watch: Watch) -> DrainEvent:
 def volcano_sees(
     job: dict, lifecycle: JobLifecycle, status: JobStatus, agents: Rehearsal, say: Callable[[str], None]
 ) -> JobStatus:
-    """The job's status once Volcano's controller has seen every agent's end so far (``jobs.volcano_lifecycle``); when
+    """The job's status once Volcano's controller has seen every agent's end so far (``jobs.rehearsal.volcano_lifecycle``); when
     it restarts or ends the job, the agents still running stopped as the pods Volcano deletes are."""
     for agent in agents.agents:
         if agent.pod_exit_code is None or agent.reported:
@@ -182,7 +191,7 @@ def crash_budget(job: dict) -> int:
 
 def rehearse(contract: PlatformContract, request: RehearsalRequest, job: dict, workdir: Path, say=print) -> Outcome:
     """Run ``job`` (the workload's, ``Workload.job``) as local agents, restarted or ended as Volcano's controller would
-    by the job's lifecycle (``jobs.volcano_lifecycle``); ``say`` gets one line per step and event."""
+    by the job's lifecycle (``jobs.rehearsal.volcano_lifecycle``); ``say`` gets one line per step and event."""
     try:
         lifecycle = JobLifecycle.of(job)
     except VolcanoRefusal as refusal:
@@ -311,7 +320,3 @@ def main(argv: list[str] | None = None) -> int:
 
     status = report_bad_input(parser, argv, run)
     return status if status else (0 if verdict.get("passed") else 1)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from plan_graph.graph import Graph, Node, number, vpc_endpoint_service
+from plan_graph.trainium_groups import TrainiumGroup, trainium_groups
 from trainium_eks import service_prices, tokens, versions
 from trainium_eks.contract import job_node_ceiling
 from trainium_eks.fsx_throughput import write_mb_s
-from trainium_eks.graph import Graph, Node, number, vpc_endpoint_service
-from trainium_eks.trainium_groups import TrainiumGroup, trainium_groups
 from trainium_eks.wording import counted
 
 GIB_BITS = 8 * 1024**3
@@ -130,7 +130,7 @@ def estimate(graph: Graph, deploy_minutes: float, image_gib: float | None = None
     for group in trainium_groups(graph):
         ceiling = job_node_ceiling(elastic=group.elastic, desired_size=group.desired_size or 0, max_size=group.max_size or 0)
         nodes = ceiling or 1
-        terms = [Term("`pulumi up` of a new stack", deploy_minutes, "its critical path (trainium_eks/deployment.py)")]
+        terms = [Term("`pulumi up` of a new stack", deploy_minutes, "its critical path (plan_graph/deployment.py)")]
         if group.elastic:
             ready = "Ready about 30-40 s after launch, aws/karpenter-provider-aws#6165"
             terms.append(Term("Karpenter launches the nodes", KARPENTER_NODE_READY_MINUTES, ready))

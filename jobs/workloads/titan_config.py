@@ -17,10 +17,10 @@ import json
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any
 
-from jobs.capacity import LaunchError
-from jobs.compile_cache import CompileCache
+from jobs.job_building.capacity import LaunchError
+from jobs.workloads.compile_cache import CompileCache
 
-# The configuration's fields that shape the compiled graphs (``jobs.compile_cache``'s reasons): the sequence and
+# The configuration's fields that shape the compiled graphs (``jobs.workloads.compile_cache``'s reasons): the sequence and
 # batch, the dtypes, the parallel degrees and SPMD backend, activation checkpointing (the backward graph) and
 # torch.compile. Steps, intervals, paths, logging and the seed do not.
 GRAPH_SHAPING = (

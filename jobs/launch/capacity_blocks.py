@@ -14,7 +14,7 @@ as the EC2 API returns it (EC2 API Reference, ``CapacityReservation``: ``Reserva
 
 A job runs until the latest end among them, less the 30 minutes before it at which EC2 "begin[s] to terminate any
 instances that are still running in the Capacity Block" (EC2 User Guide, "Work with Capacity Blocks") and
-Karpenter's drain before that (``jobs.grace_period.CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS``). A job that cannot write
+Karpenter's drain before that (``jobs.job_building.grace_period.CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS``). A job that cannot write
 its first checkpoint before then would lose all its work: the launcher refuses it.
 """
 
@@ -27,12 +27,12 @@ from pathlib import Path
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt, StrictStr, ValidationError
 
-from jobs.capacity import LaunchError
-from jobs.grace_period import CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS
+from jobs.job_building.capacity import LaunchError
+from jobs.job_building.grace_period import CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS
+from plan_graph.first_step import KARPENTER_NODE_READY_MINUTES
 from trainium_eks import catalog, files
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
-from trainium_eks.first_step import KARPENTER_NODE_READY_MINUTES
 
 # "Thirty minutes before the reservation expires, we begin to terminate any instances that are still running in the
 # Capacity Block" (EC2 User Guide, "Work with Capacity Blocks").
@@ -140,7 +140,7 @@ def in_capacity_block(contract: PlatformContract, group: NodeGroup) -> bool:
 
 @dataclass(frozen=True)
 class FirstCheckpoint:
-    """The least time from submission to a job's first checkpoint: its start (``trainium_eks.first_step``'s terms for
+    """The least time from submission to a job's first checkpoint: its start (``plan_graph.first_step``'s terms for
     a platform that is up: Karpenter's node launch on an elastic group; the image pull and a cold compile, which it
     cannot size here, not counted), the checkpoint interval's steps and the checkpoint's write."""
 

@@ -2,7 +2,7 @@
 script), on how many nodes or pods, as which user, with which volume, and its pod shape; and the one builder,
 ``check_job``, that turns any check and a node group into its job.
 
-The pod shapes genuinely differ: torchrun on whole nodes is a training job (``jobs.workload.training_job``) run once;
+The pod shapes genuinely differ: torchrun on whole nodes is a training job (``jobs.workloads.workload.training_job``) run once;
 plain pods are a batch Job, on Trainium nodes placed by Volcano or on a system node by the default scheduler; MPI is a
 Volcano Job of a launcher and whole-node workers that run sshd."""
 
@@ -15,11 +15,18 @@ from dataclasses import dataclass
 from torchx import specs
 from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
-from jobs.check_pods import ACCEPTANCE_CACHE, CHECK_UID, check_image, hardened, run_once
-from jobs.compile_cache import CompileCache
-from jobs.components import COLLECTIVES_ENVIRONMENT, EFA_ENVIRONMENT
-from jobs.platform_job import DO_NOT_DISRUPT, JobRequest, Placement, add_platform_scheduling, group_software, node_shape
-from jobs.workload import TrainingRun, training_job
+from jobs.acceptance.check_pods import ACCEPTANCE_CACHE, CHECK_UID, check_image, hardened, run_once
+from jobs.job_building.platform_job import (
+    DO_NOT_DISRUPT,
+    JobRequest,
+    Placement,
+    add_platform_scheduling,
+    group_software,
+    node_shape,
+)
+from jobs.job_building.torchx_component import COLLECTIVES_ENVIRONMENT, EFA_ENVIRONMENT
+from jobs.workloads.compile_cache import CompileCache
+from jobs.workloads.workload import TrainingRun, training_job
 from trainium_eks import layout
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup

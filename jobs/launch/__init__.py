@@ -1,6 +1,6 @@
 """Launch a training job on the platform, configured from a stack's outputs alone: BERT pretraining (or its Neuron
-precompile), or LLM pre-training with TorchTitan (``--workload torchtitan``, on trn2/trn3 groups); ``jobs.bert_job``
-and ``jobs.torchtitan_job`` build them.
+precompile), or LLM pre-training with TorchTitan (``--workload torchtitan``, on trn2/trn3 groups); ``jobs.workloads.bert_job``
+and ``jobs.workloads.torchtitan_job`` build them.
 
     python -m jobs.launch [--stack STACK | --outputs FILE] [--workload bert|torchtitan] [--nodes N]
                           [--workers-per-node N] [--node-group NAME] [--queue NAME] [--team NAME] [--image-tag TAG]
@@ -15,15 +15,15 @@ builds the Volcano Job; the launcher then adds what TorchX cannot express: the t
 node group's node selector and the job namespace. Each training argument after ``--`` replaces the launcher's own
 option of that name (its directories on the shared volume, the tutorial's batch), or adds one; the others stay.
 
-Every job's pods get a termination grace period long enough for a drain to lose no step (`jobs.grace_period`): a
+Every job's pods get a termination grace period long enough for a drain to lose no step (`jobs.job_building.grace_period`): a
 step, a checkpoint written at the file system's throughput (the contract's ``fsxThroughputMBps``) and Kubernetes'
 default. Where no source gives the step's time, the period leaves it out and says so (``--step-seconds`` adds it);
 where none gives the checkpoint's size, the launcher asks for it (``--checkpoint-gib``). On a group whose nodes run in a
-Capacity Block, a drain has ten minutes before EC2 reclaims the node (``jobs.grace_period``): a job whose grace period
-is longer is refused, with the file system throughput (``fsxThroughputMBps``) and the step time that would fit; with
+Capacity Block, a drain has ten minutes before EC2 reclaims the node (``jobs.job_building.grace_period``): a job whose grace
+period is longer is refused, with the file system throughput (``fsxThroughputMBps``) and the step time that would fit; with
 the step not known, the other terms must fit and the launcher says how long the step may take.
 
-On such a group the launcher also reads the group's active Capacity Blocks (`jobs.capacity_blocks`: from EC2 through
+On such a group the launcher also reads the group's active Capacity Blocks (`jobs.launch.capacity_blocks`: from EC2 through
 the AWS CLI, or ``--capacity-blocks FILE``, that command's saved output; a ``--dryrun`` without the file reads none and
 says so), prints how long a job can run before the last of them ends, annotates the job with it, and refuses a job
 that cannot write its first checkpoint by then. Exit status: 0 submitted (or printed), 2 bad input (one line on stderr).
@@ -38,12 +38,8 @@ from pathlib import Path
 
 import yaml
 
-from jobs.bert_job import BERT
-from jobs.capacity import LaunchError
-from jobs.capacity_blocks import FirstCheckpoint, describe_from_ec2, in_capacity_block, read_blocks_file, time_in_blocks
-from jobs.grace_period import KUBERNETES_DEFAULT_GRACE_SECONDS, GracePeriod
-from jobs.kube_api import submit
-from jobs.outputs import (
+from jobs.cluster_access.kube_api import submit
+from jobs.cluster_access.outputs import (
     add_api_tunnel_option,
     add_source_options,
     add_team_option,
@@ -51,15 +47,19 @@ from jobs.outputs import (
     source_contract,
     workspace,
 )
-from jobs.platform_job import (
+from jobs.job_building.capacity import LaunchError
+from jobs.job_building.grace_period import KUBERNETES_DEFAULT_GRACE_SECONDS, GracePeriod
+from jobs.job_building.platform_job import (
     COMPILE_CACHE_ANNOTATION,
     COMPILE_CACHE_INPUTS,
     GRACE_PERIOD_ANNOTATION,
     JobRequest,
     with_grace_period,
 )
-from jobs.torchtitan_job import TORCHTITAN
-from jobs.workload import TrainingRun, training_job
+from jobs.launch.capacity_blocks import FirstCheckpoint, describe_from_ec2, in_capacity_block, read_blocks_file, time_in_blocks
+from jobs.workloads.bert_job import BERT
+from jobs.workloads.torchtitan_job import TORCHTITAN
+from jobs.workloads.workload import TrainingRun, training_job
 from trainium_eks.cli import OneLineParser, description
 from trainium_eks.contract import PlatformContract
 
@@ -73,7 +73,7 @@ CAPACITY_BLOCK_END_ANNOTATION = "trainium-eks/capacity-block-end"
 def capacity_block_end(
     contract: PlatformContract, run: TrainingRun, args, grace: GracePeriod | None, now: datetime
 ) -> str | None:
-    """How long ``run``'s job can run in its group's active Capacity Blocks (``jobs.capacity_blocks``), read from
+    """How long ``run``'s job can run in its group's active Capacity Blocks (``jobs.launch.capacity_blocks``), read from
     ``--capacity-blocks`` or EC2, in words; refused in one line where it cannot reach its first checkpoint before
     they end. None where the group runs in no block; a note where a ``--dryrun`` has no file to read them from.
     ``grace``: the job's grace period (``launched_job``), whose step and checkpoint write it counts."""
@@ -220,7 +220,3 @@ def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
             )
 
     return report_bad_input(parser, argv, run)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

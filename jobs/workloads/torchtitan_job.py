@@ -1,7 +1,7 @@
 """The Volcano Job of an LLM pre-training run with TorchTitan (``training.titan_train``) on a node group whose backend
 trains it.
 
-Built from the platform's contract as BERT's is (``jobs.workload.training_job``: torchrun with the etcd
+Built from the platform's contract as BERT's is (``jobs.workloads.workload.training_job``: torchrun with the etcd
 rendezvous, whole nodes with every Neuron device and EFA interface, the shared volume, the queue, the Trainium taint,
 the group's node selector), with TorchTitan's options:
 
@@ -9,7 +9,7 @@ the group's node selector), with TorchTitan's options:
 - the tokenizer (``--hf_assets_path``) and dataset (``--dataloader.dataset_path``) on the shared volume, under the
   platform's datasetsPath;
 - DCP checkpoints, TorchTitan's ``step-N`` directories, under ``<run directory>/checkpoint``: its ``--dump_folder`` is
-  the run's own directory, ``jobs.paths.run_directory`` (``<checkpointsPath>/<job name>/<node group>``), where the
+  the run's own directory, ``jobs.job_building.paths.run_directory`` (``<checkpointsPath>/<job name>/<node group>``), where the
   restarted job resumes from the newest and ``run.json`` records the run (``training.titan_trainer``); TensorBoard
   events under ``<tensorboardLogPath>/<job name>``; a fixed ``--debug.seed``, so a run's first loss is the same run to
   run;
@@ -20,7 +20,7 @@ the group's node selector), with TorchTitan's options:
 configuration and its sizes) and in the device, which ``training.titan_train`` finds (TorchNeuron's, or the CPU).
 TorchTitan options given after ``--`` come after the launcher's: TorchTitan takes the last value of an option given
 twice (tyro, as argparse), so each replaces the launcher's of the same name. The whole command line is parsed by the
-installed TorchTitan before the job is built (``jobs.titan_config``): an unknown or malformed option is refused.
+installed TorchTitan before the job is built (``jobs.workloads.titan_config``): an unknown or malformed option is refused.
 Which backends train TorchTitan, and on which generations, is their records' (``trainium_eks/backends.py``, with the
 Neuron docs' word on TorchNeuron's instance families).
 """
@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import PurePosixPath
 
-from jobs.capacity import LaunchError, choose_node_group
-from jobs.grace_period import BYTES_PER_PARAMETER, MAX_GRACE_SECONDS, MB, GracePeriod
-from jobs.paths import run_directory
-from jobs.platform_job import JobRequest, placement
-from jobs.titan_config import parse_titan_options, titan_compile_cache
-from jobs.workload import TrainingRun, Workload
+from jobs.job_building.capacity import LaunchError, choose_node_group
+from jobs.job_building.grace_period import BYTES_PER_PARAMETER, MAX_GRACE_SECONDS, MB, GracePeriod
+from jobs.job_building.paths import run_directory
+from jobs.job_building.platform_job import JobRequest, placement
+from jobs.workloads.titan_config import parse_titan_options, titan_compile_cache
+from jobs.workloads.workload import TrainingRun, Workload
 from training import titan_assets
 from trainium_eks import backends
 from trainium_eks.contract import PlatformContract
@@ -67,7 +67,7 @@ class TitanRecipe:
         """A DCP checkpoint's tensor bytes: TorchTitan keeps fp32 parameters (FSDP2 casts them to
         ``--training.mixed_precision_param`` for compute only) and AdamW's two moments (``default_adamw``, the
         optimizer of TorchTitan 0.3.0's recipes, e.g. models/qwen3/config_registry.py), the layout
-        ``jobs.grace_period.BYTES_PER_PARAMETER`` counts."""
+        ``jobs.job_building.grace_period.BYTES_PER_PARAMETER`` counts."""
         return None if self.parameters is None else self.parameters * BYTES_PER_PARAMETER
 
     def parallelism(self, world_size: int) -> str:
@@ -263,7 +263,7 @@ def titan_job(contract: PlatformContract, request: JobRequest, recipe: TitanReci
 
 
 def titan_grace_period(recipe: TitanRecipe, request: JobRequest, throughput_mb_s: float) -> GracePeriod:
-    """The pods' grace period of ``request``'s TorchTitan job of ``recipe`` (``jobs.grace_period``): its checkpoint
+    """The pods' grace period of ``request``'s TorchTitan job of ``recipe`` (``jobs.job_building.grace_period``): its checkpoint
     from ``--checkpoint-gib`` or the recipe's sourced model, its step from ``--step-seconds`` (no source gives one:
     left out without it)."""
     if request.checkpoint_gib is not None:

@@ -1,8 +1,8 @@
 """What every training job the platform launches shares, whatever it trains: the request (``JobRequest``, the command
 line validated once), the node group's software, and the Volcano Job of a torchrun run on whole nodes of a group wired
 to the platform's services (``whole_node_job``), with its pods' termination grace period (``with_grace_period``).
-``jobs.workload.training_job`` builds every workload's job on it (BERT's, TorchTitan's, the torchrun checks' of
-`jobs.acceptance`), and `jobs.bandwidth` the nodes of its MPI check."""
+``jobs.workloads.workload.training_job`` builds every workload's job on it (BERT's, TorchTitan's, the torchrun checks' of
+`jobs.acceptance`), and `jobs.acceptance.bandwidth` the nodes of its MPI check."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictStr, StringConstraints, ValidationError
 from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
-from jobs import training_security
-from jobs.capacity import LaunchError, choose_node_group, job_usage, node_count, whole_node_share
-from jobs.components import (
+from jobs.job_building import training_security
+from jobs.job_building.capacity import LaunchError, choose_node_group, job_usage, node_count, whole_node_share
+from jobs.job_building.grace_period import MAX_GRACE_SECONDS, GracePeriod
+from jobs.job_building.torchx_component import (
     JOB_VERSION_ANNOTATION,
     JOB_VERSION_ENV,
     DdpRun,
@@ -24,7 +25,6 @@ from jobs.components import (
     PlatformServices,
     trainium_ddp,
 )
-from jobs.grace_period import MAX_GRACE_SECONDS, GracePeriod
 from trainium_eks import layout
 from trainium_eks.backends import BACKENDS
 from trainium_eks.contract import PlatformContract
@@ -38,7 +38,7 @@ COMPILE_CACHE_ANNOTATION = "trainium-eks/compile-cache"
 COMPILE_CACHE_INPUTS = "trainium-eks/compile-cache-inputs"
 # Why the pods get the grace period they get: `kubectl describe vcjob` shows the terms (``GracePeriod.describe``).
 GRACE_PERIOD_ANNOTATION = "trainium-eks/termination-grace-period"
-# How a training job restarts (Volcano release-1.15; ``jobs.volcano_lifecycle`` models it and `jobs.rehearsal` runs
+# How a training job restarts (Volcano release-1.15; ``jobs.rehearsal.volcano_lifecycle`` models it and `jobs.rehearsal` runs
 # it). Volcano counts every RestartJob in status.retryCount and fails the job once it reaches maxRetry
 # (controllers/job/state/running.go 35-46, restarting.go 31-40), drains included, so planned restarts are not
 # rationed: maxRetry is the int32 maximum the CRD allows. The crash budget is torchrun's --max-restarts per run
@@ -196,7 +196,7 @@ def node_shape(group: NodeGroup) -> NodeShape:
 def add_platform_scheduling(job: dict, contract: PlatformContract, group: NodeGroup) -> dict:
     """What TorchX's Kubernetes scheduler cannot set: tolerations, the node group selector (which also tells Karpenter
     which pool to scale), the namespace, device requests, the job's lifecycle, Karpenter's do-not-disrupt mark and
-    the pods' security settings (``jobs.training_security``)."""
+    the pods' security settings (``jobs.job_building.training_security``)."""
     job["metadata"]["namespace"] = contract.job_namespace
     # The gang, stated rather than left to the admission webhook's default: every pod or none. An elastic pool brings
     # the nodes for the pods that wait; none starts until all fit (Volcano's gang plugin, minAvailable).
@@ -232,7 +232,7 @@ def request_devices(resources: dict) -> None:
 def with_grace_period(job: dict, grace: GracePeriod) -> dict:
     """``job`` with its pods' terminationGracePeriodSeconds and torchrun's shutdown timeout set to ``grace``, and the
     annotation explaining it: a drained pod's workers finish their step and checkpoint it before the kubelet's SIGKILL
-    (``jobs.grace_period``)."""
+    (``jobs.job_building.grace_period``)."""
     job["metadata"].setdefault("annotations", {})[GRACE_PERIOD_ANNOTATION] = grace.describe()
     for task in job["spec"]["tasks"]:
         spec = task["template"]["spec"]

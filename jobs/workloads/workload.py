@@ -2,9 +2,10 @@
 
 A workload declares its module and how it works out a request's run (``Workload.plan``): the training options, worked
 out once, and what follows from them: the compile cache, the steps to the first checkpoint, the pods' grace period
-and the job's annotations. ``training_job`` turns any run into the Volcano Job of ``jobs.platform_job.whole_node_job``:
-`jobs.launch` submits it, `jobs.rehearsal` runs the same job on CPUs, and the acceptance checks that run torchrun
-build theirs with it too (``jobs.check_workload.check_job``, the builder of every check's job).
+and the job's annotations. ``training_job`` turns any run into the Volcano Job of
+``jobs.job_building.platform_job.whole_node_job``: `jobs.launch` submits it, `jobs.rehearsal` runs the same job on CPUs, and the
+acceptance checks that run torchrun build theirs with it too (``jobs.acceptance.check_workload.check_job``, the builder of every
+check's job).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from jobs.compile_cache import CompileCache
-from jobs.components import DdpRun
-from jobs.grace_period import GracePeriod
-from jobs.platform_job import COMPILE_CACHE_ANNOTATION, COMPILE_CACHE_INPUTS, JobRequest, Placement, whole_node_job
+from jobs.job_building.grace_period import GracePeriod
+from jobs.job_building.platform_job import COMPILE_CACHE_ANNOTATION, COMPILE_CACHE_INPUTS, JobRequest, Placement, whole_node_job
+from jobs.job_building.torchx_component import DdpRun
+from jobs.workloads.compile_cache import CompileCache
 from trainium_eks.contract import PlatformContract
 
 

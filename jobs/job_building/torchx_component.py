@@ -20,7 +20,8 @@ EFA_DEVICE = layout.EFA_RESOURCE
 ROLE = "worker"
 RENDEZVOUS_BACKEND = "etcd-v2"
 # torchrun, run by the platform's entrypoint, which exits 143 when SIGTERM stops it instead of torchrun's 1, the status
-# of a crash budget spent: Volcano restarts a drained job by that exit code (``training/agent.py``, ``jobs.platform_job``).
+# of a crash budget spent: Volcano restarts a drained job by that exit code (``training/agent.py``,
+# ``jobs.job_building.platform_job``).
 AGENT_COMMAND = ("python", "-m", "training.agent")
 # The Volcano Job's version (the pod annotation volcano.sh/job-version), which the launcher exposes to the
 # container under this name; the kubelet expands $(NAME) in the command.
@@ -62,7 +63,7 @@ def training_environment(compile_cache: str, efa: bool, bf16: bool, backend: str
 class NodeShape:
     """A whole Trainium node as its one pod asks for it: every Neuron device and EFA interface (0 on types without
     EFA), and the node's share of vCPUs and memory (MB). The defaults are a node of the reference tutorial's; the
-    launcher passes each node group's own (``jobs.platform_job.node_shape``)."""
+    launcher passes each node group's own (``jobs.job_building.platform_job.node_shape``)."""
 
     instance_type: str = TUTORIAL_NODE.name
     neuron_devices: int = TUTORIAL_NODE.neuron_devices

@@ -13,8 +13,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from plan_graph.graph import Graph, Node, dig, is_unknown, known, number
 from trainium_eks import catalog, hardware, layout, tokens, versions
-from trainium_eks.graph import Graph, Node, dig, is_unknown, known, number
 from trainium_eks.quantities import quantity
 
 NODE_GROUP = tokens.EKS_NODE_GROUP

@@ -1,0 +1,7 @@
+"""`python -m jobs.acceptance`."""
+
+import sys
+
+from jobs.acceptance import main
+
+sys.exit(main())

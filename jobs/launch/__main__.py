@@ -1,0 +1,7 @@
+"""`python -m jobs.launch`."""
+
+import sys
+
+from jobs.launch import main
+
+sys.exit(main())
