@@ -17,6 +17,15 @@ ETCD_MEMBER_COUNTS = (1, 3, 5)
 # CloudWatch Logs retention values (PutRetentionPolicy; listed in pulumi-aws's cloudwatch.LogGroup
 # retention_in_days). 0 ("never expire") is left out: the key exists so that logs stop costing after a while.
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+RetentionDays = Annotated[
+    f.Integer,
+    f.rule(
+        lambda v: v in LOG_RETENTION_DAYS,
+        "{value} is not a CloudWatch Logs retention period",
+        "use one of " + ", ".join(map(str, LOG_RETENTION_DAYS)),
+    ),
+    f.Shown({"enum": list(LOG_RETENTION_DAYS)}),
+]
 # Days of control-plane (audit, API, authenticator ...) logs kept by default: terraform-aws-modules/eks's default for
 # the same group (variables.tf, cloudwatch_log_group_retention_in_days: 90).
 CONTROL_PLANE_LOG_RETENTION_DAYS = 90

@@ -20,10 +20,10 @@ from trainium_eks.config.key_values import (
     CONTROL_PLANE_LOG_RETENTION_DAYS,
     ETCD_MEMBER_COUNTS,
     FSX_DEPLOYMENT_TYPES,
-    LOG_RETENTION_DAYS,
     PUBLIC_ACCESS_CIDRS_MAX,
     NodeKubernetesVersion,
     RepairCount,
+    RetentionDays,
 )
 from trainium_eks.config.stack_items import NodeCount, NodeGroupInput, PrincipalArn, QueueInput, Strict, TeamInput, key
 
@@ -220,15 +220,7 @@ class StackInput(Strict):
         "`<cluster>-training`. Application Signals is left out. Billed by CloudWatch per metric observation and per GB "
         "of logs (not in the cost estimate).",
     )
-    cloudwatch_log_retention_days: Annotated[
-        f.Integer,
-        f.rule(
-            lambda v: v in LOG_RETENTION_DAYS,
-            "{value} is not a CloudWatch Logs retention period",
-            "use one of " + ", ".join(map(str, LOG_RETENTION_DAYS)),
-        ),
-        f.Shown({"enum": list(LOG_RETENTION_DAYS)}),
-    ] = key(
+    cloudwatch_log_retention_days: RetentionDays = key(
         "cloudWatchLogRetentionDays",
         "Days the add-on's container, host and performance logs are kept (a CloudWatch Logs retention value).",
         section=MONITORING,
@@ -236,15 +228,7 @@ class StackInput(Strict):
         details="The log groups `/aws/containerinsights/<cluster>/{application,dataplane,host,performance}` are created by "
         "the stack before the add-on, so that none is created without expiry.",
     )
-    control_plane_log_retention_days: Annotated[
-        f.Integer,
-        f.rule(
-            lambda v: v in LOG_RETENTION_DAYS,
-            "{value} is not a CloudWatch Logs retention period",
-            "use one of " + ", ".join(map(str, LOG_RETENTION_DAYS)),
-        ),
-        f.Shown({"enum": list(LOG_RETENTION_DAYS)}),
-    ] = key(
+    control_plane_log_retention_days: RetentionDays = key(
         "controlPlaneLogRetentionDays",
         "Days the EKS control-plane logs (api, audit, authenticator, controllerManager, scheduler) are kept (a "
         "CloudWatch Logs retention value).",
