@@ -179,9 +179,8 @@ def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
     """The command; ``now`` stands in for the clock (tests only), against which a Capacity Block's end is read."""
 
     def run(args) -> None:
-        default_name = "bertcompile" if args.precompile and args.workload == "bert" else WORKLOADS[args.workload].default_name
         request = JobRequest.from_options(
-            name=args.name if args.name is not None else default_name,
+            name=args.name if args.name is not None else WORKLOADS[args.workload].job_name(args.precompile),
             nodes=args.nodes,
             workers_per_node=args.workers_per_node,
             node_group=args.node_group,

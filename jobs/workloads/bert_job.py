@@ -60,7 +60,7 @@ def bert_run(contract: PlatformContract, request: JobRequest) -> TrainingRun:
     )
 
 
-BERT = Workload("bert", bert_run, ("--checkpoint-every", "--steps-this-run"), "berttrain")
+BERT = Workload("bert", bert_run, ("--checkpoint-every", "--steps-this-run"), "berttrain", "bertcompile")
 
 
 def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:

@@ -42,12 +42,18 @@ class TrainingRun:
 @dataclass(frozen=True)
 class Workload:
     """What the launcher runs as ``--workload NAME``: how a request's run is worked out, the training options after
-    -- that bring its first checkpoint sooner (its interval, its steps), and its job's default name."""
+    -- that bring its first checkpoint sooner (its interval, its steps), and its job's default name (with
+    ``--precompile``, its precompile job's, where it has one)."""
 
     name: str
     plan: Callable[[PlatformContract, JobRequest], TrainingRun]
     checkpoint_options: tuple[str, str]
     default_name: str
+    default_precompile_name: str | None = None
+
+    def job_name(self, precompile: bool) -> str:
+        """The job's name when ``--name`` is not given."""
+        return self.default_precompile_name if precompile and self.default_precompile_name else self.default_name
 
     def job(self, contract: PlatformContract, request: JobRequest) -> dict:
         return training_job(contract, self.plan(contract, request))
