@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The infrastructure set alone (requirements-infra.txt): what plan, check, diff and the pull-request report need
+INFRA_STAMP := $(VENV)/.installed-infra
 STACK  ?= dev
 # checkov pins conflict with the project's (tabulate), so it gets a virtualenv of its own
 CHECKOV_VENV  := .venv-checkov
@@ -14,11 +16,17 @@ MERMAID_STAMP := $(MERMAID_DIR)/node_modules/.installed
 .PHONY: preview plan-json test lint docs bench image constraints clean
 
 # Not echoed, and pip's notes go to stderr: `make plan-json > plan.json` writes the plan alone, even on a fresh clone.
-$(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
-	@echo "building $(VENV) from the pinned requirements" >&2
+$(INFRA_STAMP): requirements.txt requirements-infra.txt constraints.txt pyproject.toml
+	@echo "building $(VENV) from the pinned infrastructure requirements" >&2
 	@$(PYTHON) -m venv $(VENV)
-	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt >&2
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-infra.txt -c constraints.txt >&2
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --editable . >&2
+	@touch $@
+
+# The full set on top: tests, linters, the training stack and the job tools.
+$(STAMP): $(INFRA_STAMP) requirements-dev.txt
+	@echo "adding the pinned development requirements to $(VENV)" >&2
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt >&2
 	@touch $@
 
 $(CHECKOV_STAMP): requirements-checkov.txt constraints-checkov.txt
@@ -31,12 +39,12 @@ $(MERMAID_STAMP): $(MERMAID_DIR)/package.json $(MERMAID_DIR)/package-lock.json
 	cd $(MERMAID_DIR) && npm ci --no-audit --no-fund
 	touch $@
 
-## preview: the resource tree of STACK (default dev), evaluated offline
-preview: $(STAMP)
+## preview: the resource tree of STACK (default dev), evaluated offline (the infrastructure set alone)
+preview: $(INFRA_STAMP)
 	$(BIN)/python -m preflight plan $(STACK)
 
 ## plan-json: the same as one JSON object (`make plan-json > plan.json` writes JSON only)
-plan-json: $(STAMP)
+plan-json: $(INFRA_STAMP)
 	@$(BIN)/python -m preflight plan $(STACK) --json
 
 ## test: lint, then the whole test suite (with checkov from .venv-checkov), in two processes: each test file runs whole

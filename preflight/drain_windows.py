@@ -1,41 +1,29 @@
 """What a plan says of a drain on each Trainium group whose nodes run in a Capacity Block: for each workload the
 launcher runs there (BERT on any group, TorchTitan where a Neuron recipe exists for the instance type), the default
-job's termination grace period, computed by the launcher's own code from the stack's outputs (``jobs.launch``),
+job's termination grace period, from what the workloads declare of their default jobs (``jobs.workloads.default_jobs``,
+which tests check against the launcher's own runs; read without TorchTitan, TorchX or the launcher),
 against the ten minutes such a node gets between Karpenter's drain and EC2's reclaim (``jobs.job_building.grace_period``).
 ``capacity_block_drains`` computes them once; ``plan --json`` carries them as ``capacityBlockDrains`` and the text
 (``drain_lines``) is printed from that same object."""
 
 from __future__ import annotations
 
-from jobs import launch
+from jobs.job_building import capacity_blocks
 from jobs.job_building.grace_period import CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS, GracePeriod
-from jobs.job_building.platform_job import JobRequest
-from jobs.launch import capacity_blocks
-from jobs.workloads import torchtitan_job
+from jobs.workloads.default_jobs import DefaultJob, default_jobs
 from plan_graph.graph import Graph
 from plan_graph.trainium_groups import trainium_groups
 from preflight import planfile
-from training import options
 from trainium_eks.contract import ContractError, PlatformContract
 
 PREVIEW = "not known in a preview: the stack's outputs the launcher reads are not"
 
 
-def _recipes(instance_type: str) -> dict[str, str]:
-    """The workloads the launcher runs on ``instance_type``, each with the model its default job trains."""
-    recipes = {"bert": f"BERT-{options.parser().get_default('model')}"}
-    titan = torchtitan_job.RECIPES.get(instance_type)
-    if titan is not None:
-        recipes["torchtitan"] = titan.name
-    return recipes
-
-
-def _drain(contract: PlatformContract, group: str, workload: str, recipe: str) -> planfile.CapacityBlockDrain:
-    request = JobRequest(name=launch.WORKLOADS[workload].default_name, node_group=group)
-    grace = launch.WORKLOADS[workload].plan(contract, request).grace_period(contract.fsx_throughput_mbps)
+def _drain(job: DefaultJob) -> planfile.CapacityBlockDrain:
+    grace = job.grace
     return planfile.CapacityBlockDrain.record(
-        workload=workload,
-        recipe=recipe,
+        workload=job.workload,
+        recipe=job.recipe,
         checkpoint_bytes=grace.checkpoint_bytes,
         throughput_mb_s=grace.throughput_mb_s,
         step_seconds=grace.step_seconds,
@@ -63,9 +51,7 @@ def capacity_block_drains(graph: Graph, outputs: dict) -> dict:
             group=group.name,
             instance_type=group.instance_type,
             launcher_checks=capacity_blocks.in_capacity_block(contract, group),
-            drains=tuple(
-                _drain(contract, group.name, workload, recipe) for workload, recipe in _recipes(group.instance_type).items()
-            ),
+            drains=tuple(_drain(job) for job in default_jobs(group.instance_type, contract.fsx_throughput_mbps)),
         )
         for group in contract.node_groups
         if group.name in names and contract.fsx_throughput_mbps is not None

@@ -1,14 +1,14 @@
 """What a plan says of each team's room on each Trainium group: the largest job of whole nodes the team can run there,
-as `jobs.launch --team NAME --node-group GROUP` sizes its default job (``jobs.job_building.capacity.largest_admitted`` over the
-pods of the launcher's own one-node job, ``jobs.job_building.platform_job.whole_node_usage``), against the team's quota and queue
+as `jobs.launch --team NAME --node-group GROUP` sizes its default job (``jobs.job_building.capacity.largest_admitted`` over what
+the pod of the launcher's one-node job requests, ``jobs.job_building.capacity.whole_node_requests``, which tests check
+against the job itself), against the team's quota and queue
 as the stack's outputs publish them, and what stops one node more: a resource of the quota or the queue, or the
 group's size. ``largest_team_jobs`` computes them once; ``plan --json`` carries them as ``teamJobs`` and the text
 (``team_job_lines``) is printed from that same object."""
 
 from __future__ import annotations
 
-from jobs.job_building.capacity import largest_admitted
-from jobs.job_building.platform_job import whole_node_usage
+from jobs.job_building.capacity import largest_admitted, whole_node_requests
 from preflight import planfile
 from trainium_eks.contract import ContractError, PlatformContract
 from trainium_eks.wording import counted
@@ -17,11 +17,8 @@ PREVIEW = "not known in a preview: the stack's outputs the launcher reads are no
 
 
 def _largest(contract: PlatformContract, group) -> planfile.TeamGroupJob:
-    software = contract.software(group)
     workers = group.neuron_cores_per_node  # the launcher's default: a worker per NeuronCore
-    per_node = whole_node_usage(
-        contract, group, queue=contract.queues[0], image=software.training_image, backend=software.backend, workers=workers
-    )
+    per_node = whole_node_requests(group)
     largest = largest_admitted(contract, group, per_node)
     bound = largest.bound
     return planfile.TeamGroupJob.record(

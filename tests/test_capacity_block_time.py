@@ -11,7 +11,7 @@ import pytest
 from support import evaluate, one_group
 
 from jobs import launch
-from jobs.launch.capacity_blocks import RUNS_UNTIL_BEFORE_END, duration, moment
+from jobs.job_building.capacity_blocks import RUNS_UNTIL_BEFORE_END, duration, moment
 from training import options
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)

@@ -22,7 +22,7 @@ from support import run_preflight, stack_copy
 
 from jobs.job_building import grace_period, platform_job
 from jobs.job_building.torchx_component import AGENT_COMMAND
-from jobs.workloads import bert_job, torchtitan_job
+from jobs.workloads import bert_job, titan_recipes, torchtitan_job
 from trainium_eks import catalog, layout, versions
 from trainium_eks.contract import PlatformContract
 
@@ -92,7 +92,7 @@ def test_torchtitan_on_the_trn2_group_runs_the_cited_configuration_with_a_grace_
     chosen = ("--outputs", str(path), "--workload", "torchtitan", "--node-group", "trn2-48xl", "--dryrun")
     job = launch_json(*chosen, *GIVEN_STEP, "--json")
     (group,) = [g for g in outputs["trainiumNodeGroups"] if g["name"] == "trn2-48xl"]
-    recipe = torchtitan_job.RECIPES[group["instanceType"]]
+    recipe = titan_recipes.RECIPES[group["instanceType"]]
     assert job["metadata"]["name"].startswith("qwen3train")
     annotations = job["metadata"]["annotations"]
     assert recipe.source in annotations[torchtitan_job.PARALLELISM_ANNOTATION]

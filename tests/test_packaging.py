@@ -37,7 +37,7 @@ def test_nothing_edits_sys_path():
 def test_sdk_internals_are_read_from_the_pinned_sdk_release():
     (pin,) = re.findall(r"^pulumi==(\S+)", (REPO_ROOT / "requirements.txt").read_text(), re.MULTILINE)
     assert pin == sdk_internals.PULUMI_VERSION
-    (policy_pin,) = re.findall(r"^pulumi-policy==(\S+)", (REPO_ROOT / "requirements-dev.txt").read_text(), re.MULTILINE)
+    (policy_pin,) = re.findall(r"^pulumi-policy==(\S+)", (REPO_ROOT / "requirements-infra.txt").read_text(), re.MULTILINE)
     assert policy_pin == sdk_internals.PULUMI_POLICY_VERSION
     for pack in ("trainium-topology", "security-baseline", "cost-guard"):  # the packs' own virtualenvs
         assert f"pulumi-policy=={policy_pin}" in (REPO_ROOT / "policies" / pack / "requirements.txt").read_text()

@@ -122,6 +122,16 @@ def test_the_workflow_runs_the_gate_module_against_the_base_with_the_labels_and_
     assert "${labels[@]/#/--label=}" in words, "each of the pull request's labels"
 
 
+def test_the_workflow_installs_the_infrastructure_set_alone():
+    """The report job builds .venv with the Makefile's infrastructure target, which installs requirements-infra.txt
+    (no training stack: tests/test_layers.py), not the full development set."""
+    (install,) = [step["run"].strip() for step in steps() if step.get("run", "").strip().startswith("make ")]
+    assert install == "make .venv/.installed-infra"
+    makefile = (stackfile.REPO_ROOT / "Makefile").read_text()
+    (recipe,) = re.findall(r"^\$\(INFRA_STAMP\):.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+    assert "-r requirements-infra.txt" in recipe and "requirements-dev.txt" not in recipe
+
+
 def test_replacing_the_file_system_fails_the_check_with_data_loss_unless_the_label_approves_it(repository):
     worktree = change(repository, "file-system", edit_stack(fsxDeploymentType="PERSISTENT_2", fsxThroughputPerTiB=125))
     status, comment, summary = run_gate(worktree)

@@ -25,7 +25,8 @@ from jobs.rehearsal.cpu_workloads import WORKLOADS, complete_checkpoints
 from jobs.rehearsal.local_agents import CpuOverrides, read_metrics
 from jobs.rehearsal.report import CHECKPOINT_EVERY
 from jobs.workloads.titan_config import parse_titan_options
-from jobs.workloads.torchtitan_job import MODULE, PARALLELISM_ANNOTATION, RECIPES, titan_job
+from jobs.workloads.titan_recipes import RECIPES
+from jobs.workloads.torchtitan_job import MODULE, PARALLELISM_ANNOTATION, titan_job
 from preflight.stackfile import REPO_ROOT
 from training import run_record, titan_assets
 from training.titan_configs import STAND_INS

@@ -36,6 +36,10 @@ from trainium_eks.wording import counted
 RESERVED_VCPUS = 4  # kubelet, the VPC CNI and the device-plugin DaemonSets
 MEMORY_FRACTION = 0.9
 PODS = "pods"  # a ResourceQuota's count of pods
+# TorchX's Kubernetes scheduler requests a role's CPUs and memory less these and limits them at the full amount
+# (torchx 0.7.0 schedulers/kubernetes_scheduler.py:97-98 and 206-213); quota and Volcano count the requests.
+TORCHX_RESERVED_MILLICPU = 100
+TORCHX_RESERVED_MEMMB = 1024
 QUOTA_REQUESTS = "requests."
 # What a resource's amount counts, as an error message says it.
 UNITS = {
@@ -66,6 +70,19 @@ def whole_node_share(group: NodeGroup) -> dict[str, int]:
     return {
         "cpu": max(1, group.vcpus_per_node - RESERVED_VCPUS),
         "mem_mb": int(group.memory_gib_per_node * 1024 * MEMORY_FRACTION),
+    }
+
+
+def whole_node_requests(group: NodeGroup) -> dict[str, Fraction]:
+    """What the pod of one node of a whole-node job of ``group`` requests, as ``job_usage`` counts it, without
+    building the job (the plan reads it; tests/test_default_jobs.py checks it against the launcher's job)."""
+    share = whole_node_share(group)
+    devices = {layout.NEURON_DEVICE_RESOURCE: group.neuron_devices_per_node, layout.EFA_RESOURCE: group.efa_interfaces_per_node}
+    return {
+        PODS: Fraction(1),
+        "cpu": Fraction(share["cpu"] * 1000 - TORCHX_RESERVED_MILLICPU, 1000),
+        "memory": Fraction((share["mem_mb"] - TORCHX_RESERVED_MEMMB) * 1000**2),
+        **{name: Fraction(count) for name, count in devices.items() if count},
     }
 
 

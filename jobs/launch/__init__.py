@@ -23,7 +23,7 @@ Capacity Block, a drain has ten minutes before EC2 reclaims the node (``jobs.job
 period is longer is refused, with the file system throughput (``fsxThroughputMBps``) and the step time that would fit; with
 the step not known, the other terms must fit and the launcher says how long the step may take.
 
-On such a group the launcher also reads the group's active Capacity Blocks (`jobs.launch.capacity_blocks`: from EC2 through
+On such a group the launcher also reads the group's active Capacity Blocks (`jobs.job_building.capacity_blocks`: from EC2 through
 the AWS CLI, or ``--capacity-blocks FILE``, that command's saved output; a ``--dryrun`` without the file reads none and
 says so), prints how long a job can run before the last of them ends, annotates the job with it, and refuses a job
 that cannot write its first checkpoint by then. Exit status: 0 submitted (or printed), 2 bad input (one line on stderr).
@@ -48,6 +48,13 @@ from jobs.cluster_access.outputs import (
     workspace,
 )
 from jobs.job_building.capacity import LaunchError
+from jobs.job_building.capacity_blocks import (
+    FirstCheckpoint,
+    describe_from_ec2,
+    in_capacity_block,
+    read_blocks_file,
+    time_in_blocks,
+)
 from jobs.job_building.grace_period import KUBERNETES_DEFAULT_GRACE_SECONDS, GracePeriod
 from jobs.job_building.platform_job import (
     COMPILE_CACHE_ANNOTATION,
@@ -56,7 +63,6 @@ from jobs.job_building.platform_job import (
     JobRequest,
     with_grace_period,
 )
-from jobs.launch.capacity_blocks import FirstCheckpoint, describe_from_ec2, in_capacity_block, read_blocks_file, time_in_blocks
 from jobs.workloads.bert_job import BERT
 from jobs.workloads.torchtitan_job import TORCHTITAN
 from jobs.workloads.workload import TrainingRun, training_job
@@ -73,7 +79,7 @@ CAPACITY_BLOCK_END_ANNOTATION = "trainium-eks/capacity-block-end"
 def capacity_block_end(
     contract: PlatformContract, run: TrainingRun, args, grace: GracePeriod | None, now: datetime
 ) -> str | None:
-    """How long ``run``'s job can run in its group's active Capacity Blocks (``jobs.launch.capacity_blocks``), read from
+    """How long ``run``'s job can run in its group's active Capacity Blocks (``jobs.job_building.capacity_blocks``), read from
     ``--capacity-blocks`` or EC2, in words; refused in one line where it cannot reach its first checkpoint before
     they end. None where the group runs in no block; a note where a ``--dryrun`` has no file to read them from.
     ``grace``: the job's grace period (``launched_job``), whose step and checkpoint write it counts."""

@@ -23,7 +23,8 @@ from jobs.job_building.platform_job import JobRequest
 from jobs.rehearsal.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, stage_dataset
 from jobs.rehearsal.report import CHECKPOINT_EVERY, RehearsalRequest, checkpoints
 from jobs.workloads.bert_job import BERT, DATASET
-from jobs.workloads.torchtitan_job import CPU_REHEARSAL, MODULE, last_value, titan_workload
+from jobs.workloads.titan_recipes import CPU_REHEARSAL
+from jobs.workloads.torchtitan_job import MODULE, last_value, titan_workload
 from jobs.workloads.workload import Workload
 from training import titan_assets
 from trainium_eks.contract import PlatformContract

@@ -14,6 +14,7 @@ from jobs.job_building.grace_period import job_grace_period
 from jobs.job_building.paths import run_directory
 from jobs.job_building.platform_job import JobRequest, placement
 from jobs.workloads.compile_cache import compile_cache
+from jobs.workloads.default_jobs import BERT_BATCH_SIZE, BERT_DEFAULT_NAME, BERT_GRAD_ACCUM_STEPS
 from jobs.workloads.workload import TrainingRun, Workload
 from training import options
 from trainium_eks.cli import UsageError
@@ -60,7 +61,7 @@ def bert_run(contract: PlatformContract, request: JobRequest) -> TrainingRun:
     )
 
 
-BERT = Workload("bert", bert_run, ("--checkpoint-every", "--steps-this-run"), "berttrain", "bertcompile")
+BERT = Workload("bert", bert_run, ("--checkpoint-every", "--steps-this-run"), BERT_DEFAULT_NAME, "bertcompile")
 
 
 def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
@@ -99,8 +100,8 @@ def training_options(contract: PlatformContract, request: JobRequest) -> dict[st
         # The run's own: another node group's run of the same name never resumes from these checkpoints.
         "output_dir": run_directory(contract, request.name, group),
         "tensorboard_dir": f"{contract.tensorboard_log_path}/{request.name}",
-        "batch_size": 16,
-        "grad_accum_steps": 32,
+        "batch_size": BERT_BATCH_SIZE,
+        "grad_accum_steps": BERT_GRAD_ACCUM_STEPS,
         **({"steps_this_run": PRECOMPILE_STEPS} if request.precompile else {}),
         **given,
     }

@@ -5,7 +5,8 @@ Built from the platform's contract as BERT's is (``jobs.workloads.workload.train
 rendezvous, whole nodes with every Neuron device and EFA interface, the shared volume, the queue, the Trainium taint,
 the group's node selector), with TorchTitan's options:
 
-- the model and its configuration: the recipe the Neuron tutorials give the group's instance type (``RECIPES``);
+- the model and its configuration: the recipe the Neuron tutorials give the group's instance type
+  (``jobs.workloads.titan_recipes.RECIPES``);
 - the tokenizer (``--hf_assets_path``) and dataset (``--dataloader.dataset_path``) on the shared volume, under the
   platform's datasetsPath;
 - DCP checkpoints, TorchTitan's ``step-N`` directories, under ``<run directory>/checkpoint``: its ``--dump_folder`` is
@@ -27,113 +28,25 @@ Neuron docs' word on TorchNeuron's instance families).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 from pathlib import PurePosixPath
 
 from jobs.job_building.capacity import LaunchError, choose_node_group
-from jobs.job_building.grace_period import BYTES_PER_PARAMETER, MAX_GRACE_SECONDS, MB, GracePeriod
+from jobs.job_building.grace_period import MAX_GRACE_SECONDS, MB, GracePeriod
 from jobs.job_building.paths import run_directory
 from jobs.job_building.platform_job import JobRequest, placement
+from jobs.workloads.default_jobs import TORCHTITAN_DEFAULT_NAME
 from jobs.workloads.titan_config import parse_titan_options, titan_compile_cache
+from jobs.workloads.titan_recipes import RECIPES, TitanRecipe
 from jobs.workloads.workload import TrainingRun, Workload
-from training import titan_assets
 from trainium_eks import backends
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
 
 MODULE = "training.titan_train"
-CONFIGS = "training.titan_configs"  # the platform's TorchTitan configurations, which build the draining trainer
 SEED = 0  # --debug.seed: TorchTitan seeds nothing unless given one (config/configs.py:353)
 PARALLELISM_ANNOTATION = "trainium-eks/parallelism"
 RECIPE_ANNOTATION = "trainium-eks/titan-recipe"
-
-
-@dataclass(frozen=True)
-class TitanRecipe:
-    """A TorchTitan model and configuration, and where its tokenizer and dataset sit under the datasets path."""
-
-    name: str
-    model_options: tuple[str, ...]  # the TorchTitan options that choose the model, its configuration and sizes
-    tensor_parallel: int  # the data-parallel (FSDP) shard degree is what remains of the world: -1 in TorchTitan
-    tokenizer_dir: str
-    dataset: str  # TorchTitan's name of the dataset's loader
-    dataset_dir: str
-    source: str
-    parameters: int | None = None  # the model's, where a source gives its configuration: its checkpoint's size
-
-    @property
-    def checkpoint_bytes(self) -> int | None:
-        """A DCP checkpoint's tensor bytes: TorchTitan keeps fp32 parameters (FSDP2 casts them to
-        ``--training.mixed_precision_param`` for compute only) and AdamW's two moments (``default_adamw``, the
-        optimizer of TorchTitan 0.3.0's recipes, e.g. models/qwen3/config_registry.py), the layout
-        ``jobs.job_building.grace_period.BYTES_PER_PARAMETER`` counts."""
-        return None if self.parameters is None else self.parameters * BYTES_PER_PARAMETER
-
-    def parallelism(self, world_size: int) -> str:
-        return f"tensor parallel {self.tensor_parallel} x FSDP {world_size // self.tensor_parallel} ({self.source})"
-
-
-def qwen3_parameter_count(config: dict[str, int]) -> int:
-    """The parameters of a Qwen3 decoder of Hugging Face ``config`` (untied embeddings): the embedding and output
-    matrices, and per layer the attention projections with their query and key norms, the gated MLP and two norms."""
-    hidden, heads, kv_heads, head = (config[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim"))
-    attention = 2 * hidden * heads * head + 2 * hidden * kv_heads * head + 2 * head
-    layer = attention + 3 * hidden * config["intermediate_size"] + 2 * hidden
-    return 2 * config["vocab_size"] * hidden + config["num_hidden_layers"] * layer + hidden
-
-
-# Qwen/Qwen3-8B's config.json on Hugging Face ("tie_word_embeddings": false): some 8.19 billion parameters, the model
-# card's "8.2B".
-QWEN3_8B_CONFIG = {
-    "hidden_size": 4096,
-    "intermediate_size": 12288,
-    "num_hidden_layers": 36,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "vocab_size": 151936,
-}
-
-# Neuron docs, "Tutorial: Run a basic TorchTitan training on Neuron" (training/torchtitan/tutorials/
-# tutorial-basic-training, 2026-10-15): Qwen3-8B, "Module: torchtitan_neuron.models.qwen3", "Config:
-# qwen3_8b_tp4_fsdp16_sac", "tensor-parallel degree 4, data-parallel shard degree -1", eager mode; "TP4 x FSDP16"
-# (tutorial-simple-fsdp-training): 64 ranks, one per NeuronCore of a trn2.48xlarge at LNC 2. The tutorial's sequence
-# length, batch, steps and torchrun line could not be read (the search returns the page's head only, and the
-# aws-neuron/torchtitan-neuron repository cannot be fetched here): the configuration keeps its own, and the options
-# are spelled after the tutorial's Module and Config fields: training.titan_configs' configuration of that name is
-# the fork's, building the draining trainer. The Qwen3-8B tokenizer and the c4 text are staged under the datasets
-# path by the user.
-QWEN3_8B_TRN2 = TitanRecipe(
-    name="qwen3-8b",
-    model_options=("--module", CONFIGS, "--config", "qwen3_8b_tp4_fsdp16_sac"),
-    tensor_parallel=4,
-    tokenizer_dir="qwen3-8b/tokenizer",
-    dataset="c4",
-    dataset_dir="c4",
-    source="Neuron tutorial qwen3_8b_tp4_fsdp16_sac",
-    parameters=qwen3_parameter_count(QWEN3_8B_CONFIG),
-)
-RECIPES = {"trn2.48xlarge": QWEN3_8B_TRN2}
-
-# The CPU rehearsal's: TorchTitan 0.3.0's llama3 debug model with causal SDPA attention (training.titan_configs says
-# why and what differs) on short sequences, with the generated assets of training/titan_assets.py; every step
-# logged.
-# fmt: off
-DEBUG_MODEL_OPTIONS = (
-    "--module", CONFIGS, "--config", "llama3_debugmodel_sdpa",
-    "--training.seq_len", "128", "--training.local_batch_size", "2", "--metrics.log_freq", "1",
-)
-# fmt: on
-CPU_REHEARSAL = TitanRecipe(
-    name="llama3-debug",
-    model_options=DEBUG_MODEL_OPTIONS,
-    tensor_parallel=1,
-    tokenizer_dir=f"{titan_assets.ASSETS}/{titan_assets.TOKENIZER_DIR}",
-    dataset=titan_assets.DATASET,
-    dataset_dir=f"{titan_assets.ASSETS}/{titan_assets.TEXT_DIR}",
-    source="TorchTitan 0.3.0 llama3_debugmodel, SDPA attention",
-)
 
 
 def recipe_of(group: NodeGroup) -> TitanRecipe:
@@ -251,7 +164,9 @@ def titan_run(contract: PlatformContract, request: JobRequest, recipe: TitanReci
 
 def titan_workload(recipe: TitanRecipe | None = None) -> Workload:
     """TorchTitan's workload with ``recipe`` (default: the tutorial recipe of each group's instance type)."""
-    return Workload("torchtitan", partial(titan_run, recipe=recipe), ("--checkpoint.interval", "--training.steps"), "qwen3train")
+    return Workload(
+        "torchtitan", partial(titan_run, recipe=recipe), ("--checkpoint.interval", "--training.steps"), TORCHTITAN_DEFAULT_NAME
+    )
 
 
 TORCHTITAN = titan_workload()
