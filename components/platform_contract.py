@@ -68,6 +68,7 @@ def platform_contract(
         ],
         "volcanoQueues": scheduling.queues,
         "etcdEndpoint": scheduling.etcd_endpoint,
+        "etcdMembers": config.scheduling.etcd_members,
         "jobNamespace": scheduling.job_namespace,
         "fsxClaimName": storage.claim_name,
         "fsxFileSystemId": storage.file_system.id,

@@ -5,11 +5,14 @@ The platform owns what is cluster-scoped or shared, so that no team can take mor
   traffic from its own pods only (the rendezvous etcd admits the team's namespace in turn: ``components/rendezvous``);
 - the Volcano queue ``team-<name>`` and a ResourceQuota, both at the team's share of each node group in whole nodes
   times one node's Neuron devices, NeuronCores and EFA interfaces (``trainium_eks.shares``), so every node the team is
-  entitled to fits both on every resource (the quota holds whichever queue a job names);
+  entitled to fits both on every resource (the quota holds whichever queue a job names); both add the groups up, so
+  the namespace also carries the team's whole nodes of each group (an annotation per group), by which the admission
+  policies hold a pod, and a Job, to the nodes of its group the team holds;
 - an EKS access entry per member principal, in a Kubernetes group bound to a Role in the namespace alone;
 - admission policies that hold in every team namespace what RBAC cannot (``components/team_admission``): bindings
-  to the team's group and own service accounts only, Volcano Jobs and PodGroups on the team's queue only, and pods
-  with Neuron or EFA devices or the Trainium toleration on the Volcano scheduler;
+  to the team's group and own service accounts only, Volcano Jobs and PodGroups on the team's queue only, pods with
+  Neuron or EFA devices or the Trainium toleration on the Volcano scheduler and on a group the team holds nodes of, and
+  each Job within the team's nodes of its group;
 - the team's directory of the FSx file system, ``/teams/<name>``, mounted as the root of the team's own volume: the
   FSx CSI driver mounts ``<dnsname>@tcp:/<mountname>`` from the volume's attributes (aws-fsx-csi-driver
   pkg/driver/node.go, NodePublishVolume), and FSx for Lustre mounts a directory given after the mount name as the root
@@ -64,6 +67,12 @@ def team_quota(team: TeamConfig, groups: Sequence[shares.GroupNodes]) -> dict[st
     return shares.share_capability(team.neuron_share, groups)
 
 
+def group_nodes(team: TeamConfig, groups: Sequence[shares.GroupNodes]) -> dict[str, str]:
+    """The namespace's annotations of the team's whole nodes of each group, which the admission policies read."""
+    key = layout.TEAM_GROUP_NODES_ANNOTATION
+    return {key + g.name: str(shares.entitled_nodes(team.neuron_share, g.max_size)) for g in groups}
+
+
 @dataclass(frozen=True)
 class TeamsArgs:
     teams: Sequence[TeamConfig]
@@ -90,7 +99,9 @@ class Teams(pulumi.ComponentResource):
         directories = self._directories(name, args) if args.teams else None
         # A member's access waits for the admission policies, so that nothing of a team is created before they hold.
         admission = (
-            [TeamAdmission(f"{name}-admission", [args.volcano], pulumi.ResourceOptions(parent=self))] if args.teams else []
+            [TeamAdmission(f"{name}-admission", args.node_groups, [args.volcano], pulumi.ResourceOptions(parent=self))]
+            if args.teams
+            else []
         )
         self.contract = [self._workspace(f"{name}-{team.name}", team, args, directories, admission) for team in args.teams]
         self.register_outputs({"teams": self.contract})
@@ -138,7 +149,11 @@ class Teams(pulumi.ComponentResource):
         labels = {**PART_OF, layout.TEAM_LABEL: team.name}
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata={"name": team.namespace, "labels": {**labels, **pod_security_labels(args.kubernetes_version)}},
+            metadata={
+                "name": team.namespace,
+                "labels": {**labels, **pod_security_labels(args.kubernetes_version)},
+                "annotations": group_nodes(team, args.node_groups),
+            },
             opts=child,
         )
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])

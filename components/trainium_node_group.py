@@ -24,6 +24,7 @@ import pulumi_kubernetes as k8s
 from components.node_template import NodeTemplate, ec2_node_class_spec, launch_template, reservation_facts
 from trainium_eks import layout, versions
 from trainium_eks.config import NodeRepair, TrainiumNodeGroupConfig
+from trainium_eks.karpenter_termination import pool_termination_grace_seconds
 
 NEURON_AMI_TYPE = "AL2023_x86_64_NEURON"  # EKS-optimised AL2023 with the Neuron and EFA drivers
 # Karpenter's API groups and well-known labels (NodePool and EC2NodeClass CRDs v1.14.1; Karpenter docs,
@@ -105,15 +106,23 @@ def capacity_requirements(group: TrainiumNodeGroupConfig, region: str) -> list[d
 
 
 def node_pool_spec(group: TrainiumNodeGroupConfig, node_class: str, az_id: str, region: str) -> dict:
-    """The Karpenter NodePool of an elastic group: its nodes, its ceiling, and when an idle node goes.
+    """The Karpenter NodePool of an elastic group: its nodes, its ceiling, and when a node goes.
 
     ``limits.cpu`` is maxSize nodes' vCPUs: Karpenter launches no node that would pass a limit (Karpenter docs,
-    NodePools "spec.limits"), and a pool of one instance type reaches it at exactly maxSize nodes. Disruption:
-    ``WhenEmpty`` consolidates a node only once no pod of a workload runs on it, after the idle time
-    (``consolidateAfter``); the launcher's ``karpenter.sh/do-not-disrupt`` pods keep a training node from every
-    voluntary disruption; ``expireAfter: Never`` because expiry is forceful and would drain a node mid-job
-    (Karpenter docs, Disruption: "Expiration", "Pod-Level Controls").
+    NodePools "spec.limits"), and a pool of one instance type reaches it at exactly maxSize nodes. How nodes go
+    (``trainium_eks.karpenter_termination`` models each way, with the Karpenter lines it follows):
+    - nothing voluntary takes a node from a job: ``WhenEmpty`` consolidates a node only once no workload pod runs on
+      it, after the idle time (``consolidateAfter``); the launcher's ``karpenter.sh/do-not-disrupt`` pods keep it
+      from consolidation; a budget of 0 nodes for ``Drifted`` keeps drift off, which a terminationGracePeriod would
+      otherwise let past do-not-disrupt (a drifted node is replaced once idle, by consolidation); ``expireAfter:
+      Never``, as expiry is forceful;
+    - what Karpenter must take (a Capacity Block's end, an interruption, a scheduled change, the pool's deletion)
+      drains each training pod in full: do-not-disrupt pods are never evicted, and without a
+      ``terminationGracePeriod`` never deleted, so the instance would go with the pods still training; with one,
+      Karpenter deletes each pod its own grace period before the node's termination time
+      (``karpenter_termination.pool_termination_grace_seconds``).
     """
+    capacity_block = group.capacity_reservation is not None and group.capacity_reservation.kind == "capacity-block"
     return {
         "template": {
             "metadata": {"labels": node_labels(group)},
@@ -128,10 +137,15 @@ def node_pool_spec(group: TrainiumNodeGroupConfig, node_class: str, az_id: str, 
                     {"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": layout.NEURON_TAINT_EFFECT_K8S}
                 ],
                 "expireAfter": "Never",
+                "terminationGracePeriod": f"{pool_termination_grace_seconds(capacity_block)}s",
             },
         },
         "limits": {"cpu": str(group.scaling.max_size * group.spec.vcpus)},
-        "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": f"{group.idle_minutes}m"},
+        "disruption": {
+            "consolidationPolicy": "WhenEmpty",
+            "consolidateAfter": f"{group.idle_minutes}m",
+            "budgets": [{"nodes": "0", "reasons": ["Drifted"]}],
+        },
     }
 
 

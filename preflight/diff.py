@@ -1,22 +1,23 @@
 """Change impact: what one version of a stack changes against another, and which changes replace a resource.
 
 Two plans are compared by URN: resources only in the new plan are added, only in the old one removed, and
-in both with different inputs changed, with the input paths that differ. As the engine does, the new inputs first
-take the old values at the paths a resource ignores (``ignoreChanges``). A change replaces the resource when one of
-those paths is a property the provider cannot update in place (``REPLACE_ON_CHANGE``), or one it cannot update to
-that value (``REPLACE_ON_VALUE``). Changes are listed in the order `pulumi up` applies them.
+in both with different inputs changed, with the input paths that differ (``input_paths``). As the engine does, the new
+inputs first take the old values at the paths a resource ignores (``ignoreChanges``). A change replaces the resource
+when one of those paths is a property the provider cannot update in place (``REPLACE_ON_CHANGE``), or one it cannot
+update to that value (``REPLACE_ON_VALUE``). Changes are listed in the order `pulumi up` applies them, with the node
+groups whose nodes they replace (``node_replacements``).
 """
 
 from __future__ import annotations
 
-import copy
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from preflight import version_moves
+from preflight import node_replacements, version_moves
+from preflight.input_paths import changed_values, with_ignored_changes
 from trainium_eks import tokens
 
 # Properties whose change forces a replacement, for the resource types the platform creates. Sources: the
@@ -167,6 +168,7 @@ class Impact:
     node_images: list[dict] = field(default_factory=list)  # Trainium groups a node image move rolls (version_moves)
     refused: list[dict] = field(default_factory=list)  # changes EKS refuses to apply (version_moves.refused)
     imports: list[dict] = field(default_factory=list)  # added resources AWS already holds (existing_in_aws)
+    nodes_replaced: list[dict] = field(default_factory=list)  # node groups whose nodes go (node_replacements)
 
     def to_json(self) -> dict:
         return {
@@ -179,19 +181,8 @@ class Impact:
             "nodeImages": self.node_images,
             "refused": self.refused,
             "imports": self.imports,
+            "nodesReplaced": self.nodes_replaced,
         }
-
-
-def changed_values(old: Any, new: Any, prefix: str = "") -> Iterator[tuple[str, Any, Any]]:
-    """(dotted path ``a.b[2].c``, old, new) where two input values differ; a list whose length changes is one path."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        for key in sorted(set(old) | set(new)):
-            yield from changed_values(old.get(key), new.get(key), f"{prefix}.{key}" if prefix else key)
-    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        for index, (a, b) in enumerate(zip(old, new, strict=True)):
-            yield from changed_values(a, b, f"{prefix}[{index}]")
-    elif old != new:
-        yield prefix, old, new
 
 
 def replaces(resource_type: str, path: str) -> bool:
@@ -217,38 +208,6 @@ def input_dependents(plan: Mapping[str, dict], urn: str) -> tuple[str, ...]:
     return tuple(
         sorted(other for other, r in plan.items() if any(urn in urns for urns in (r.get("propertyDependencies") or {}).values()))
     )
-
-
-PATH_STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
-
-
-def with_ignored_changes(old: dict, new: dict, ignored: Iterable[str]) -> dict:
-    """``new`` with each ignored path (``a.b[0].c``) reset to its value in ``old``, or removed where ``old`` lacks it:
-    the engine's processIgnoreChanges before it diffs an update. A path whose parent ``new`` lacks is left alone."""
-    result = copy.deepcopy(new)
-    for path in ignored:
-        *parents, last = [key if key else int(index) for key, index in PATH_STEP.findall(path)]
-        source, target = _walk(old, parents), _walk(result, parents)
-        kept = _holds(source, last)
-        if kept and (_holds(target, last) or (isinstance(target, dict) and isinstance(last, str))):
-            target[last] = copy.deepcopy(source[last])
-        elif not kept and _holds(target, last):
-            del target[last]
-    return result
-
-
-def _holds(container: Any, step: str | int) -> bool:
-    if isinstance(step, int):
-        return isinstance(container, list) and step < len(container)
-    return isinstance(container, dict) and step in container
-
-
-def _walk(value: Any, steps: list[str | int]) -> Any:
-    for step in steps:
-        if not _holds(value, step):
-            return None
-        value = value[step]
-    return value
 
 
 class Waits:
@@ -345,6 +304,9 @@ def compare(old_plan: dict, new_plan: dict) -> Impact:
     impact.node_images = version_moves.node_image_moves(old, new, impact.changed)
     impact.refused = version_moves.refused(impact.changed, new)
     impact.imports = existing_in_aws(impact.added, old, new)
+    on_nodes = {d["urn"]: DRIFT for d in impact.drifts}
+    on_nodes |= {c.urn: node_replacements.REPLACED if c.replace else c.nodes for c in impact.changed if c.replace or c.nodes}
+    impact.nodes_replaced = node_replacements.replaced_groups(new, on_nodes)
     gone = [(c.urn, "replaced") for c in impact.changed if c.replace] + [(urn, "removed") for urn in impact.removed]
     for urn, how in sorted(gone):
         kind = (new.get(urn) or old[urn])["type"]

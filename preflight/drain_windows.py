@@ -2,7 +2,7 @@
 launcher runs there (BERT on any group, TorchTitan where a Neuron recipe exists for the instance type), the default
 job's termination grace period, from what the workloads declare of their default jobs (``jobs.workloads.default_jobs``,
 which tests check against the launcher's own runs; read without TorchTitan, TorchX or the launcher),
-against the ten minutes such a node gets between Karpenter's drain and EC2's reclaim (``jobs.job_building.grace_period``).
+against the window such a node surely gets between Karpenter's drain and EC2's reclaim (``jobs.job_building.grace_period``).
 ``capacity_block_drains`` computes them once; ``plan --json`` carries them as ``capacityBlockDrains`` and the text
 (``drain_lines``) is printed from that same object."""
 
@@ -15,6 +15,7 @@ from plan_graph.graph import Graph
 from plan_graph.trainium_groups import trainium_groups
 from preflight import planfile
 from trainium_eks.contract import ContractError, PlatformContract
+from trainium_eks.karpenter_termination import disruption_summary
 
 PREVIEW = "not known in a preview: the stack's outputs the launcher reads are not"
 
@@ -72,6 +73,8 @@ def drain_lines(drains: dict) -> list[str]:
         for drain in group["drains"]:
             grace = GracePeriod(drain["checkpointBytes"], drain["throughputMBps"], drain["stepSeconds"])
             lines.append(f"    {drain['workload']} ({drain['recipe']}): {grace.capacity_block_verdict()}")
+            if drain["fits"]:  # then what each way a node of the pool goes does to it (Karpenter's termination path)
+                lines.append(f"        {disruption_summary(grace.seconds, capacity_block=True)}")
         if not group["launcherChecks"]:
             lines.append(
                 "    jobs.launch does not check it: the contract does not say this group runs in a block (its type is "

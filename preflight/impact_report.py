@@ -1,6 +1,6 @@
 """The text of `preflight diff`: what a change loses, what EKS refuses, what is added, removed and changed (in the
-order `pulumi up` applies it, each input's old and new value), the nodes a version or node image move replaces, and
-the monthly cost before and after.
+order `pulumi up` applies it, each input's old and new value), the node groups whose nodes go (in the first line, with
+their node counts) and the nodes a version or node image move replaces, and the monthly cost before and after.
 
 A changed value fits on one line (``path: old -> new``) when both sides are short. Otherwise the line shows the path
 and the lines below what differs, marked ``-`` and ``+``: of a list that grew or shrank, each element it lost or
@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from preflight import diff
+from preflight.node_replacements import node_count
 from preflight.render import whole_numbers
 
 ONE_LINE = 100  # characters of ``old -> new`` that still fit on the path's line
@@ -26,9 +27,11 @@ ABSENT = "(none)"
 def impact(stack: str, against: str, change: diff.Impact, current: dict, baseline: dict) -> str:
     names = {r["urn"]: f"{r['type']} {r['name']}" for r in [*baseline["resources"], *current["resources"]]}
     replaced = sum(1 for c in change.changed if c.replace)
+    nodes = ", ".join(f"{group['group']} ({node_count(group)})" for group in change.nodes_replaced)
     lines = [
         f"Changes of {stack} against {against}: {len(change.added)} added, {len(change.removed)} removed, "
         f"{len(change.changed)} changed ({replaced} replaced, {len(change.changed) - replaced} in place)"
+        + (f"; nodes replaced: {nodes}" if nodes else "")
     ]
     lines += [f"  ! DATA LOSS: {names[loss['urn']]} is {loss['how']}: {loss['lost']} goes with it" for loss in change.losses]
     lines += [f"  ! REFUSED BY EKS: {names[r['urn']]}: {r['why']}" for r in change.refused]
@@ -56,8 +59,8 @@ def impact(stack: str, against: str, change: diff.Impact, current: dict, baselin
 
 def value_change(path: str, old: Any, new: Any) -> list[str]:
     """``path: old -> new``; or the path, then the elements a list lost and gained, or the lines that differ."""
-    if len(_inline(old)) + len(_inline(new)) <= ONE_LINE:
-        return [f"      {path}: {_inline(old)} -> {_inline(new)}"]
+    if len(inline(old)) + len(inline(new)) <= ONE_LINE:
+        return [f"      {path}: {inline(old)} -> {inline(new)}"]
     if isinstance(old, list) and isinstance(new, list):  # of another length: equal ones descend into changed_values
         return [f"      {path}:", *_elements(old, new)]
     before, after = _block(old), _block(new)
@@ -75,7 +78,7 @@ def value_change(path: str, old: Any, new: Any) -> list[str]:
 
 def _elements(old: list, new: list) -> list[str]:
     """The elements only ``old`` has (``- [index]``) and only ``new`` has (``+ [index]``), each whole."""
-    before, after = [_inline(item) for item in old], [_inline(item) for item in new]
+    before, after = [inline(item) for item in old], [inline(item) for item in new]
     shown = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
         if tag != "equal":
@@ -85,13 +88,13 @@ def _elements(old: list, new: list) -> list[str]:
 
 
 def _element(sign: str, index: int, value: Any) -> list[str]:
-    text = _inline(value)
+    text = inline(value)
     if len(text) <= 2 * ONE_LINE:
         return [f"{INDENT}{sign} [{index}] {text}"]
     return [f"{INDENT}{sign} [{index}]", *(f"{INDENT}{sign}   {line}" for line in _block(value))]
 
 
-def _inline(value: Any) -> str:
+def inline(value: Any) -> str:
     return ABSENT if value is None else json.dumps(whole_numbers(value), sort_keys=True)
 
 

@@ -1,27 +1,39 @@
 """`preflight diff --format markdown`: the change report of one stack, made for a pull-request comment.
 
 A heading with the stack and the verdict (``applies``, ``DATA LOSS``, ``REFUSED BY EKS``: the lines behind the exit
-statuses 3 and 4); each DATA LOSS and REFUSED BY EKS line with its resource; tables of the resources added, replaced,
-removed and changed in place (past ``COLLAPSE_AFTER`` rows, in a collapsed ``<details>`` block); the policy
-violations of the new plan, found as `preflight check` finds them; the monthly cost and the deploy time before and
-after; and a Mermaid flowchart of the change (``preflight.mermaid``), which GitHub renders in comments (GitHub Docs,
-"Creating diagrams"; github/roadmap#372: "wherever Markdown is supported (e.g., issues ...)").
+statuses 3 and 4); the count of the resources added, replaced, removed and changed in place, and the node groups whose
+nodes go (``preflight.node_replacements``); each DATA LOSS and REFUSED BY EKS line with its resource; tables of the
+resources added, replaced (with the resources that change or break with them), removed and changed in place, each
+changed input with its values before and after (past ``COLLAPSE_AFTER`` rows, in a collapsed ``<details>`` block);
+how each group's nodes are replaced; the policy violations of the new plan, found as `preflight check` finds them; the
+monthly cost and the deploy time before and after; and a Mermaid flowchart of the change (``preflight.mermaid``), which
+GitHub renders in comments (GitHub Docs, "Creating diagrams"; github/roadmap#372: "wherever Markdown is supported
+(e.g., issues ...)").
 
 Every name and value from a plan is written in a code span (``code``), so that neither ``|`` nor ``<`` nor a backtick
-in it ends a table cell, opens an HTML tag or closes the span early.
+in it ends a table cell, opens an HTML tag or closes the span early. A value is written as the text report writes it
+(JSON on one line; a secret, as the plan marks it, ``[secret]``: ``preflight.input_paths``), and a long one shortened
+(``shortened``).
 """
 
 from __future__ import annotations
 
+import os
 import re
+from typing import Any
 
 from policies.packs import PACKS
 from preflight import diff, mermaid
 from preflight.check import CheckResult
+from preflight.impact_report import ABSENT, inline
+from preflight.node_replacements import node_count
 from trainium_eks import catalog
 
 COLLAPSE_AFTER = 5  # rows a table shows open; a longer one is collapsed under its count
-SHOWN_PATHS = 4  # changed input paths named in a row; the rest are counted
+SHOWN_IN_CELL = 4  # changed inputs, or resources changing with a replacement, named in a cell; the rest are counted
+VALUE_CHARACTERS = 60  # the most of a value a cell shows
+VALUE_CONTEXT = 10  # characters a shortened value keeps before where it first differs from the other side
+ELLIPSIS = "\u2026"  # where a shortened value is cut
 DATA_LOSS, REFUSED = "DATA LOSS", "REFUSED BY EKS"
 UNPRICED, NO_BLOCK = "not estimated", "none"  # what diff.monthly_cost's None means for a figure
 
@@ -60,10 +72,39 @@ def section(title: str, header: list[str], rows: list[list[str]]) -> list[str]:
     return ["<details>", f"<summary><b>{heading}</b></summary>", "", *table, "", "</details>", ""]
 
 
-def _paths(change: diff.Change) -> str:
-    shown = ", ".join(code(path) for path in change.paths[:SHOWN_PATHS])
-    more = len(change.paths) - SHOWN_PATHS
-    return f"{shown} and {more} more" if more > 0 else shown
+def _counted(shown: list[str], separator: str) -> str:
+    """The first ``SHOWN_IN_CELL`` of ``shown``, and how many more there are."""
+    more = len(shown) - SHOWN_IN_CELL
+    return separator.join(shown[:SHOWN_IN_CELL]) + (f"{separator}and {more} more" if more > 0 else "")
+
+
+def shortened(before: str, after: str) -> tuple[str, str]:
+    """The two sides of a change, each at most ``VALUE_CHARACTERS`` long: a longer one starts ``VALUE_CONTEXT``
+    characters before where the two first differ (so that two long values that differ late still read apart) and ends
+    where it fits, each cut marked with an ellipsis."""
+    differs_at = len(os.path.commonprefix([before, after]))
+    return _cut(before, differs_at), _cut(after, differs_at)
+
+
+def _cut(text: str, differs_at: int) -> str:
+    if len(text) <= VALUE_CHARACTERS:
+        return text
+    start = max(0, differs_at - VALUE_CONTEXT)
+    text = f"{ELLIPSIS}{text[start:]}" if start else text
+    return text if len(text) <= VALUE_CHARACTERS else f"{text[: VALUE_CHARACTERS - 1]}{ELLIPSIS}"
+
+
+def value_change(path: str, old: Any, new: Any) -> str:
+    """``path: old -> new``, each value as the text report writes it, shortened, in a code span (an absent one as
+    ``(none)``)."""
+    shown = shortened(inline(old), inline(new))
+    before, after = (ABSENT if value is None else code(text) for value, text in zip((old, new), shown, strict=True))
+    return f"{code(path)}: {before} -> {after}"
+
+
+def _inputs(change: diff.Change) -> str:
+    # one input a line: GitHub renders <br> in a table cell, and nothing from the plan is outside a code span
+    return _counted([value_change(*value) for value in change.values], "<br>")
 
 
 def resource_sections(change: diff.Impact, names: dict[str, tuple[str, str]]) -> list[str]:
@@ -71,23 +112,44 @@ def resource_sections(change: diff.Impact, names: dict[str, tuple[str, str]]) ->
         kind, name = names[urn]
         return [code(name), code(kind)]
 
+    def dependents(c: diff.Change) -> str:
+        # the type's last part names the kind of a dependent well enough beside its name (as the Mermaid graph does)
+        shown = [code(f"{names[urn][0].rsplit(':', 1)[-1]} {names[urn][1]}") for urn in c.dependents]
+        return _counted(shown, ", ") or "none"
+
     replaced = [c for c in change.changed if c.replace]
     updated = [c for c in change.changed if not c.replace]
     return [
-        *section("Replaced", ["Resource", "Type", "Changed inputs"], [[*resource(c.urn), _paths(c)] for c in replaced]),
+        *section(
+            "Replaced",
+            ["Resource", "Type", "Changed inputs", "Changes or breaks with it"],
+            [[*resource(c.urn), _inputs(c), dependents(c)] for c in replaced],
+        ),
         *section("Removed", ["Resource", "Type"], [resource(urn) for urn in change.removed]),
         *section("Added", ["Resource", "Type"], [resource(urn) for urn in change.added]),
         *section(
             "Changed in place",
             ["Resource", "Type", "Changed inputs", "Its nodes"],
-            [[*resource(c.urn), _paths(c), text_cell(c.nodes or "kept")] for c in updated],
+            [[*resource(c.urn), _inputs(c), text_cell(c.nodes or "kept")] for c in updated],
         ),
     ]
 
 
+def nodes_headline(change: diff.Impact) -> str:
+    """The node groups whose nodes go, with how many nodes each, as the headline's last clause."""
+    groups = [f"{code(g['group'], in_table=False)} ({node_count(g)})" for g in change.nodes_replaced]
+    return f"; nodes replaced: {', '.join(groups)}" if groups else ""
+
+
 def node_moves(change: diff.Impact, names: dict[str, tuple[str, str]]) -> list[str]:
-    """The nodes a version or node image move replaces, though their resources change in place (as the text report)."""
-    moves = [f"- nodes of {code(' '.join(names[d['urn']]), in_table=False)}: {diff.DRIFT}, as {d['why']}" for d in change.drifts]
+    """How each group's nodes are replaced, then the version or node image moves that replace nodes though their
+    resources change in place (as the text report's ``nodes of`` lines)."""
+    moves = [
+        f"- group {code(g['group'], in_table=False)} ({code(' '.join(names[g['urn']]), in_table=False)}), "
+        f"{node_count(g)}: {g['how']}"
+        for g in change.nodes_replaced
+    ]
+    moves += [f"- nodes of {code(' '.join(names[d['urn']]), in_table=False)}: {diff.DRIFT}, as {d['why']}" for d in change.drifts]
     moves += [
         f"- nodes of group {code(m['group'], in_table=False)} ({code(' '.join(names[m['urn']]), in_table=False)}): {m['why']}"
         for m in change.node_images
@@ -168,7 +230,7 @@ def report(stack: str, against: str, change: diff.Impact, after: dict, before: d
         f"### {stack}: {verdict(change)}",
         "",
         f"Against {code(against, in_table=False)}: {len(change.added)} added, {replaced} replaced, "
-        f"{len(change.removed)} removed, {len(change.changed) - replaced} changed in place.",
+        f"{len(change.removed)} removed, {len(change.changed) - replaced} changed in place{nodes_headline(change)}.",
         "",
     ]
     flagged = [

@@ -1,9 +1,9 @@
 """What a plan says of each team's room on each Trainium group: the largest job of whole nodes the team can run there,
 as `jobs.launch --team NAME --node-group GROUP` sizes its default job (``jobs.job_building.capacity.largest_admitted`` over what
 the pod of the launcher's one-node job requests, ``jobs.job_building.capacity.whole_node_requests``, which tests check
-against the job itself), against the team's quota and queue
-as the stack's outputs publish them, and what stops one node more: a resource of the quota or the queue, or the
-group's size. ``largest_team_jobs`` computes them once; ``plan --json`` carries them as ``teamJobs`` and the text
+against the job itself), against the team's whole nodes of the group (which its namespace's admission policies hold
+it to), its quota and its queue as the stack's outputs publish them, and what stops one node more: a resource of one
+of those, or the group's size. ``largest_team_jobs`` computes them once; ``plan --json`` carries them as ``teamJobs`` and the text
 (``team_job_lines``) is printed from that same object."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from mutation_case import Case, edit, resource
 from policy_mutations import RESERVATION
-from support import settings
+from support import one_group, settings
 
 from plan_graph.trainium_groups import NODE_CLASS, NODE_POOL, PLACEMENT_GROUP, SECURITY_GROUP, SUBNET
 from trainium_eks import versions
@@ -110,7 +110,20 @@ ELASTIC_CASES: dict[str, list[Case]] = {
             1,
         ),
         Case("expires", "dev", edit_pool("template", "spec", "expireAfter", to="720h"), ("'720h'",), NODE_POOL, 1),
-        Case("grace", "staging", edit_pool("template", "spec", "terminationGracePeriod", to="1h"), ("force-deletes",), NODE_POOL),
+        Case("no-grace", "staging", edit_pool("template", "spec", "terminationGracePeriod"), ("still training",), NODE_POOL),
+        Case(
+            "short-grace", "dev", edit_pool("template", "spec", "terminationGracePeriod", to="1h"), ("cut short",), NODE_POOL, 1
+        ),
+        Case(
+            "block-grace",
+            "staging",
+            edit_pool("template", "spec", "terminationGracePeriod", to="600s"),
+            ("EC2 terminates",),
+            NODE_POOL,
+            1,
+            overrides=one_group("trn2.48xlarge"),
+        ),
+        Case("drift-unheld", "staging", edit_pool("disruption", "budgets", to=[{"nodes": "10%"}]), ("Drifted",), NODE_POOL),
     ],
     "efa-security-group-self-traffic": [Case("pool-no-self-egress", "staging", _no_self_egress, blames=NODE_CLASS)],
     "capacity-reservation-in-trainium-az": [

@@ -1,7 +1,7 @@
 """The mutation cases of the teams' workspaces: a team namespace without Pod Security, a grant to a team's principal
 beyond its namespace, a team Role that could loosen the team's bounds, a team volume at the file system's root, through
-another team's directory or open to any claim, quotas above the capacity the node groups provide, and a quota or queue
-too small for one node of a group.
+another team's directory or open to any claim, quotas above the capacity the node groups provide, teams' whole nodes of
+a group beyond what it runs, and a quota or queue too small for one node of a group.
 
 The cases declare their own team (``OVERRIDES``), so that the shipped stacks' teams do not matter.
 ``tests/test_policies.py`` merges them with the other tables.
@@ -16,6 +16,7 @@ from mutation_case import Case, edit, resource, without
 
 from plan_graph.graph import Graph
 from plan_graph.trainium_groups import trainium_groups
+from policies.rules.teams import GROUP_NODES_ANNOTATION
 from trainium_eks import layout, tokens
 
 STACK = "staging"
@@ -111,6 +112,25 @@ def _one_efa_interface_short(type_: str, name: str, *path: str, written: Callabl
         edit(type_, name, *path, to=written(group.spec.max_efa_interfaces - 1))(plan)
 
     return mutate
+
+
+def _group_nodes(written: Callable[[int], str]) -> Callable[[dict], None]:
+    """The team's namespace annotated with ``written(maxSize)`` whole nodes of the plan's Trainium group."""
+
+    def mutate(plan: dict) -> None:
+        (group,) = trainium_groups(Graph.from_records(plan["resources"]))
+        key = GROUP_NODES_ANNOTATION + group.name
+        edit(tokens.K8S_NAMESPACE, NAMESPACE_RESOURCE, "metadata", "annotations", key, to=written(group.max_size))(plan)
+
+    return mutate
+
+
+# Two teams of half a managed group each, which runs fewer nodes (desiredSize) than their halves of its maxSize.
+MANAGED_GROUP = {"name": "trn1-32xl", "instanceType": "trn1.32xlarge", "minSize": 1, "desiredSize": 1, "maxSize": 2}
+HALVES = [
+    {"name": name, "neuronShare": 0.5, "principalArns": [f"arn:aws:iam::111122223333:role/{name}-researchers"]}
+    for name in (TEAM, OTHER)
+]
 
 
 def _mount_name(path: str) -> Callable[[dict], None]:
@@ -249,6 +269,27 @@ TEAM_CASES: dict[str, list[Case]] = {
             without(lambda r: r["type"] == tokens.K8S_RESOURCE_QUOTA and QUOTA in r["name"]),
             ("has no ResourceQuota",),
             tokens.K8S_NAMESPACE,
+        ),
+        team_case(
+            "group-nodes-beyond-the-group",
+            _group_nodes(lambda max_size: str(max_size + 1)),
+            ("whole nodes of node group", f"{TEAM} ", "(maxSize)", "neuronShare"),
+            tokens.K8S_NAMESPACE,
+        ),
+        team_case(
+            "group-nodes-not-a-number",
+            _group_nodes(lambda max_size: f"{max_size} nodes"),
+            (GROUP_NODES_ANNOTATION, "no whole number"),
+            tokens.K8S_NAMESPACE,
+        ),
+        Case(
+            "managed-group-below-the-teams-nodes",
+            STACK,
+            lambda plan: None,
+            (f"node group {MANAGED_GROUP['name']}", f"{TEAM} ", f"{OTHER} ", "(desiredSize)"),
+            tokens.K8S_NAMESPACE,
+            1,
+            {"teams": HALVES, "trainiumNodeGroups": [MANAGED_GROUP]},
         ),
     ],
     "team-quotas-hold-a-node": [

@@ -23,7 +23,7 @@ from support import FIXTURE_STACKS, cached_plan, evaluate, one_group
 from jobs import launch
 from jobs.job_building.grace_period import MAX_GRACE_SECONDS
 from jobs.workloads.titan_config import parse_titan_options
-from jobs.workloads.torchtitan_job import recipe_of
+from jobs.workloads.torchtitan_job import COUNTS, recipe_of
 from plan_graph.graph import Graph
 from policies.rules import access_path, cleanup, teams
 from preflight import cli
@@ -143,6 +143,20 @@ def test_a_step_longer_than_a_day_is_refused(tmp_path_factory, capsys, step, wor
     outputs = json.loads(outputs_of("trn2.48xlarge"))
     status, err = launch_job(tmp_path_factory, capsys, outputs, "--workload", workload, "--step-seconds", repr(step))
     refused_in_one_line(status, err, "--step-seconds", str(MAX_GRACE_SECONDS))
+
+
+@GENERATED
+@given(path=st.sampled_from(COUNTS), value=st.integers(-(2**31), 0))
+def test_a_torchtitan_count_below_one_is_refused(tmp_path_factory, capsys, path, value):
+    outputs = json.loads(outputs_of("trn2.48xlarge"))
+    status, err = launch_job(tmp_path_factory, capsys, outputs, "--workload", "torchtitan", "--", f"--{path}={value}")
+    refused_in_one_line(status, err, f"--{path} {value}", "1 or more")
+
+
+def test_a_checkpoint_interval_below_one_is_refused_by_torchtitans_own_parser(tmp_path_factory, capsys):
+    outputs = json.loads(outputs_of("trn2.48xlarge"))
+    status, err = launch_job(tmp_path_factory, capsys, outputs, "--workload", "torchtitan", "--", "--checkpoint.interval=0")
+    refused_in_one_line(status, err, "Checkpoint interval needs to be at least 1 step")
 
 
 @GENERATED

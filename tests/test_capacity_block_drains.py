@@ -137,10 +137,15 @@ def test_plan_prints_each_capacity_block_groups_drains_against_the_window_as_its
     assert not by_workload["torchtitan"]["fits"] and by_workload["bert"]["fits"]
     text = as_text.stdout.splitlines()
     heading = text.index(next(line for line in text if line.startswith("Drains on Capacity Block group trn2-48xl")))
-    shown = dict(line.strip().split(" ", 1) for line in text[heading + 1 : heading + 1 + len(by_workload)])
+    after = text[heading + 1 :]
+    section = after[: next(i for i, line in enumerate(after + [""]) if not line.startswith("    "))]  # the group's lines
+    shown = dict(line.strip().split(" ", 1) for line in section if not line.startswith("        "))
     for workload, drain in by_workload.items():
         verdict = "over a Capacity Block's" if not drain["fits"] else "within a Capacity Block's"
         assert verdict in shown[workload] and f"a drain takes {drain['graceSeconds']} s" in shown[workload]
+    # a drain that fits is followed by what each way a node goes does to it; one that does not, by nothing
+    summaries = [line.strip() for line in section if line.startswith("        ")]
+    assert summaries == [f"a {by_workload['bert']['graceSeconds']} s drain loses no step on " + summaries[0].split(" on ", 1)[1]]
     assert f"fsxThroughputMBps >= {by_workload['torchtitan']['throughputToFitMBps']} MB/s" in shown["torchtitan"]
 
 

@@ -11,7 +11,7 @@ import json
 import pytest
 from support import PROJECT, evaluate, one_group, run_preflight, stack_copy
 
-from preflight import analysis, baseline, cli, diff, impact_report, stackfile
+from preflight import analysis, baseline, cli, diff, impact_report, input_paths, stackfile
 from trainium_eks import catalog, service_prices, tokens, versions
 
 BASE = "dev"  # any fixture stack (tests/fixture_stacks): the overrides set what these tests depend on
@@ -91,7 +91,8 @@ def test_resizing_an_elastic_pool_changes_its_limit_the_queues_and_the_team_quot
     before = {**one_group("trn1.32xlarge", maxSize=2), "teams": TEAMS}
     impact = diff.compare(plan(**before), plan(**with_group(before, maxSize=4)))
     changes = by_name(impact)
-    teams = {f"trainium-teams-{team['name']}-{part}" for team in TEAMS for part in ("queue", "quota")}
+    # each team's queue and quota, and its namespace's count of its nodes of the group (which admission reads)
+    teams = {f"trainium-teams-{team['name']}-{part}" for team in TEAMS for part in ("queue", "quota", "namespace")}
     assert set(changes) == {"trainium-trn1-32xl-nodepool", "trainium-scheduling-queue-trainium", *teams}
     assert impact.added == [] and impact.removed == [] and not any(c.replace for c in changes.values())
     pool = changes["trainium-trn1-32xl-nodepool"]
@@ -156,13 +157,13 @@ def test_a_file_system_grows_in_place_but_is_replaced_to_shrink_or_when_scratch_
 def test_changed_paths_descend_into_lists_of_equal_length():
     old = {"a": [{"b": 1}, {"b": 2}], "c": {"d": "x"}, "e": [1]}
     new = {"a": [{"b": 1}, {"b": 3}], "c": {"d": "x"}, "e": [1, 2]}
-    assert [path for path, _, _ in diff.changed_values(old, new)] == ["a[1].b", "e"]
+    assert [path for path, _, _ in input_paths.changed_values(old, new)] == ["a[1].b", "e"]
 
 
 def test_ignored_paths_keep_the_old_value_or_drop_the_new_one_as_the_engine_does():
     old = {"spec": {"resources": {"requests": {"storage": "1200Gi"}}, "list": [{"x": 1}]}}
     new = {"spec": {"resources": {"requests": {"storage": "2400Gi"}}, "list": [{"x": 2}], "added": True}}
-    kept = diff.with_ignored_changes(old, new, (CLAIM_REQUEST, "spec.list[0].x", "spec.added", "spec.missing.deeper"))
+    kept = input_paths.with_ignored_changes(old, new, (CLAIM_REQUEST, "spec.list[0].x", "spec.added", "spec.missing.deeper"))
     assert kept == {"spec": {"resources": {"requests": {"storage": "1200Gi"}}, "list": [{"x": 1}]}}
     assert new["spec"]["added"] is True  # the plan itself is left as the program registered it
 

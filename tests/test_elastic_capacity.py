@@ -30,6 +30,7 @@ from plan_graph.graph import Graph
 from preflight import analysis
 from trainium_eks import catalog, layout, versions
 from trainium_eks.config.stack_items import DEFAULT_IDLE_MINUTES
+from trainium_eks.karpenter_termination import pool_termination_grace_seconds
 
 pytestmark = pytest.mark.stacks
 
@@ -137,8 +138,13 @@ def test_an_elastic_pool_scales_from_zero_to_max_size_and_never_empties_a_busy_n
         assert int(pool["limits"]["cpu"]) == configured["maxSize"] * spec.vcpus
         assert int(pool["limits"]["cpu"]) < (configured["maxSize"] + 1) * spec.vcpus
         idle = f"{configured.get('idleMinutes', DEFAULT_IDLE_MINUTES)}m"
-        assert pool["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": idle}
-        assert pool["template"]["spec"]["expireAfter"] == "Never" and "terminationGracePeriod" not in pool["template"]["spec"]
+        # Nothing voluntary takes a busy node: only empty nodes go, drift held at 0 nodes, no expiry; and what Karpenter
+        # must take drains each pod in full (tests/test_karpenter_termination.py follows every way a node goes).
+        assert pool["disruption"]["consolidationPolicy"] == "WhenEmpty" and pool["disruption"]["consolidateAfter"] == idle
+        assert {"nodes": "0", "reasons": ["Drifted"]} in pool["disruption"]["budgets"]
+        block = (configured.get("capacityReservation") or {}).get("type") == "capacity-block"
+        assert pool["template"]["spec"]["expireAfter"] == "Never"
+        assert pool["template"]["spec"]["terminationGracePeriod"] == f"{pool_termination_grace_seconds(block)}s"
         assert "replicas" not in pool  # not a static pool: nothing runs until a job waits
     if len(elastic) == len(json.loads(stack["trainium-eks:trainiumNodeGroups"])):
         assert not [ng for ng in plan.find(NG) if ng.inputs["amiType"] == "AL2023_x86_64_NEURON"]

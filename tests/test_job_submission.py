@@ -63,9 +63,11 @@ def launch(*args: str) -> subprocess.CompletedProcess:
 
 
 def the_one_line(result: subprocess.CompletedProcess) -> str:
-    """The launcher's error, after which nothing; before it, only the compile-cache line."""
-    cache, error = result.stderr.splitlines()
-    assert result.returncode == 2 and cache.startswith("compile cache ") and error.startswith("error: "), result.stderr
+    """The launcher's error, after which nothing; before it, only its notes on the job (the compile cache, what each
+    disruption does to it)."""
+    *notes, error = result.stderr.splitlines()
+    assert result.returncode == 2 and error.startswith("error: "), result.stderr
+    assert notes and notes[0].startswith("compile cache ") and all(n.startswith("Disruptions: ") for n in notes[1:]), notes
     return error
 
 

@@ -20,6 +20,7 @@ from job_outputs import (
 from support import STACKS, run_preflight
 
 from jobs.workloads import bert_job
+from training import crash_budget
 from trainium_eks import catalog, layout
 from trainium_eks.backends import BACKENDS
 from trainium_eks.contract import ContractError, PlatformContract
@@ -59,17 +60,22 @@ def test_a_drained_or_evicted_pod_restarts_the_job_in_a_new_rendezvous_and_a_spe
     # Planned restarts are not rationed: Volcano counts every restart against maxRetry (jobs.rehearsal.volcano_lifecycle).
     assert job["spec"]["maxRetry"] == 2**31 - 1
     assert job["spec"]["policies"] == [  # in this order: Volcano takes the first policy that matches
-        {"exitCode": 143, "action": "RestartJob"},  # training.agent stopped by SIGTERM: a drain
+        {"exitCode": crash_budget.BUDGET_SPENT_EXIT_CODE, "action": "TerminateJob"},  # crashed past the run's budget
+        {"event": "PodFailed", "action": "RestartJob"},  # a drain (143, 137), a lost node, a crash within the budget
         {"event": "PodEvicted", "action": "RestartJob"},
-        {"event": "PodFailed", "action": "TerminateJob"},  # torchrun gave up after --max-restarts
     ]
     for template in pod_templates(job):
         (container,) = template["spec"]["containers"]
         assert container["command"][:3] == ["python", "-m", "training.agent"]
         (run_id,) = [a for a in container["command"] if a.startswith("--rdzv_id=")]
         assert run_id.endswith("-$(VOLCANO_JOB_VERSION)")  # expanded by the kubelet from the variable below
-        version = {e["name"]: e for e in container["env"]}["VOLCANO_JOB_VERSION"]
-        assert version["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['volcano.sh/job-version']"
+        env = {e["name"]: e for e in container["env"]}
+        version = env["VOLCANO_JOB_VERSION"]["valueFrom"]["fieldRef"]["fieldPath"]
+        assert version == "metadata.annotations['volcano.sh/job-version']"
+        # the crash budget's count lives in the run's own directory, beside its checkpoints
+        (output_dir,) = [container["command"][i + 1] for i, a in enumerate(container["command"]) if a == "--output-dir"]
+        assert env[crash_budget.RUN_DIRECTORY_ENV]["value"] == output_dir
+        assert int(env[crash_budget.BUDGET_ENV]["value"]) >= 1
 
 
 def test_precompile_and_training_share_a_compile_cache_whatever_their_names(tmp_path):
@@ -103,7 +109,8 @@ def test_the_launcher_prints_the_cache_and_what_it_is_derived_from(tmp_path):
     path, outputs = outputs_file(tmp_path)
     result = run_module("jobs.launch", "--outputs", str(path), "--dryrun", "--json")
     assert result.returncode == 0 and json.loads(result.stdout)  # stdout stays the job alone
-    (line,) = result.stderr.splitlines()
+    line, *notes = result.stderr.splitlines()
+    assert [note.split(":")[0] for note in notes] == ["Disruptions"]  # an elastic group: what each way its nodes go does
     assert "; termination grace period " in line
     assert line.startswith(f"compile cache {outputs['neuronCompileCachePath']}/bert-large-")
     instance_type = outputs["trainiumNodeGroups"][0]["instanceType"]

@@ -24,7 +24,7 @@ from trainium_eks.contract import PlatformContract
 
 INTERVAL = int(TINY_CPU_TRAINING["--checkpoint-every"])  # the rehearsal's checkpoint interval
 # The Volcano Job of a run that trained to its end: Completed, as its lifecycle left it.
-COMPLETED = JobRun(JobStatus("Completed", retry_count=1), max_retry=2**31 - 1, crash_budget=3)
+COMPLETED = JobRun(JobStatus("Completed", retry_count=1), max_retry=2**31 - 1, crash_budget=3, crash_restarts=2)
 
 
 @functools.cache
@@ -198,6 +198,8 @@ def test_the_rehearsal_runs_etcd_with_the_stacks_own_member_flags(stack, tmp_pat
     local = LocalEtcd.for_platform(plan.outputs["jobNamespace"], int(statefulset["spec"]["replicas"]), tmp_path)
     assert local.members == planned.members
     assert local.flags == planned.flags and local.health_path == planned.health_path
+    # and as many members as the stack runs, which the rehearsal starts unless --etcd-members says otherwise
+    assert PlatformContract.from_outputs(plan.outputs).etcd_members == int(statefulset["spec"]["replicas"])
 
 
 def test_local_etcd_serves_until_stopped_and_prints_where(tmp_path):

@@ -5,6 +5,7 @@ its own Volcano lifecycle (``jobs.rehearsal.volcano_lifecycle``) on one node of 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -13,9 +14,11 @@ import time
 import pytest
 from support import evaluate, one_group
 
+from jobs.job_building.platform_job import CRASH_BUDGET
 from jobs.rehearsal import rehearsal_job, rehearse
 from jobs.rehearsal.report import RehearsalRequest
 from preflight.stackfile import REPO_ROOT
+from training import crash_budget
 from trainium_eks.contract import PlatformContract
 
 WORKER = """
@@ -35,17 +38,18 @@ def outputs(tmp_path_factory):
     return path
 
 
-def agent(tmp_path, mode: str, max_restarts: int) -> subprocess.Popen:
+def agent(tmp_path, mode: str, max_restarts: int, env: dict[str, str] | None = None) -> subprocess.Popen:
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     command = [sys.executable, "-m", "training.agent", "--standalone", "--nproc_per_node=1", f"--max-restarts={max_restarts}"]
     log = (tmp_path / f"{mode}.log").open("w")
-    return subprocess.Popen([*command, str(script), mode], cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
+    environment = {**os.environ, **(env or {})}
+    return subprocess.Popen([*command, str(script), mode], cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=environment)
 
 
 def test_the_entrypoint_exits_143_when_sigterm_stops_torchrun_and_1_when_torchrun_gives_up(tmp_path):
     crashing = agent(tmp_path, "crash", max_restarts=1)
-    assert crashing.wait(timeout=120) == 1  # ChildFailedError after the one restart, as torchrun exits
+    assert crashing.wait(timeout=120) == 1  # ChildFailedError after the one restart; no budget set: torchrun's status
     assert (tmp_path / "crash.log").read_text().count("worker started") == 2
     sleeping = agent(tmp_path, "sleep", max_restarts=3)
     deadline = time.monotonic() + 60
@@ -54,6 +58,19 @@ def test_the_entrypoint_exits_143_when_sigterm_stops_torchrun_and_1_when_torchru
         time.sleep(0.1)
     sleeping.send_signal(signal.SIGTERM)  # as the kubelet sends it to a drained pod's PID 1
     assert sleeping.wait(timeout=60) == 143, (tmp_path / "sleep.log").read_text()
+
+
+def test_the_entrypoint_ends_a_run_whose_crashes_in_a_row_pass_its_budget(tmp_path):
+    """The count lives in the run's directory, across job versions: 1 restarts the job, 3 ends it; a version that
+    did not crash (a drain's) breaks the row."""
+    run_directory = tmp_path / "run"
+
+    def crash_in(version: int) -> int:
+        env = {crash_budget.BUDGET_ENV: "1", crash_budget.RUN_DIRECTORY_ENV: str(run_directory)}
+        return agent(tmp_path, "crash", max_restarts=0, env={crash_budget.JOB_VERSION_ENV: str(version), **env}).wait(120)
+
+    assert [crash_in(0), crash_in(1)] == [crash_budget.CRASHED_EXIT_CODE, crash_budget.BUDGET_SPENT_EXIT_CODE]
+    assert crash_in(3) == crash_budget.CRASHED_EXIT_CODE  # version 2 was drained: the row starts again
 
 
 def rehearsal(outputs, tmp_path, *args: str) -> dict:
@@ -73,12 +90,15 @@ def test_ten_drains_in_a_row_lose_no_step_and_the_job_goes_on(outputs, tmp_path)
     assert report["progress"].count("exited 143 -> RestartJob") == 10
 
 
-def test_a_worker_that_crashes_at_every_start_ends_the_job_after_torchruns_budget(outputs, tmp_path):
+def test_a_worker_that_crashes_at_every_start_ends_the_job_after_the_runs_crash_budget(outputs, tmp_path):
     report = rehearsal(outputs, tmp_path, "--steps", "10", "--crash-at-start")
     assert report["passed"], report["problem"]
-    assert report["worker_starts"] == report["crash_budget"] + 1  # the first start and every restart torchrun allows
-    assert (report["job_phase"], report["job_retry_count"]) == ("Terminated", 0)  # no Volcano restart
-    assert "exited 1 -> TerminateJob" in report["progress"]
+    runs = report["crash_restarts"] + 1  # the first run of the job and each restart the budget allows
+    assert report["crash_restarts"] == CRASH_BUDGET and report["job_retry_count"] == CRASH_BUDGET
+    assert report["worker_starts"] == runs * (report["crash_budget"] + 1)  # torchrun's own restarts in each run
+    assert report["job_phase"] == "Terminated"
+    assert report["progress"].count("exited 1 -> RestartJob") == CRASH_BUDGET
+    assert f"exited {crash_budget.BUDGET_SPENT_EXIT_CODE} -> TerminateJob" in report["progress"]
 
 
 def test_the_old_lifecycle_dies_at_its_third_drain_in_the_rehearsal_too(outputs, tmp_path):

@@ -19,19 +19,28 @@ from support import evaluate, manifest, settings
 from jobs import acceptance, launch
 from jobs.workloads import bert_job
 from trainium_eks import layout, tokens
+from trainium_eks.config import parse
 from trainium_eks.contract import PlatformContract
 
 TEAM, OTHER = "alpha", "beta"  # OTHER is any other team: the rules name no team
 FIXTURE_TEAMS = [{"name": TEAM, "neuronShare": 1, "principalArns": ["arn:aws:iam::111122223333:role/alpha-researchers"]}]
 STACK = "dev"  # a fixture stack: any would do, as the rules name no stack
+# The fixture's Trainium group, all of whose nodes the team holds (its share is 1), and a group the stack has not.
+(GROUP,) = parse(settings(STACK, fixture=True, teams=FIXTURE_TEAMS).config, stack=STACK).trainium_node_groups
+GROUP_NODES, NODE_DEVICES = GROUP.scaling.max_size, GROUP.spec.neuron_devices
+OTHER_GROUP = f"{GROUP.name}-other"
 
 ROLE_BINDING = Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings")
+BATCH_JOB = Kind("batch", "v1", "Job", "jobs")
 
 POLICIES = {
     "role-binding": "trainium-eks-team-role-binding-subjects",
     "queue": "trainium-eks-team-volcano-queue",
     "scheduler": "trainium-eks-team-accelerator-pods-volcano",
     "unbound": "trainium-eks-team-pods-unbound",
+    "node-group": "trainium-eks-team-pods-node-group",
+    "volcano-job-share": "trainium-eks-team-volcano-job-share",
+    "job-share": "trainium-eks-team-job-share",
 }
 
 
@@ -147,9 +156,46 @@ def _pod_spec(scheduler: str | None = None, **spec) -> dict:
     return {"containers": [_neuron_container({})], **({"schedulerName": scheduler} if scheduler else {}), **spec}
 
 
+def _on(group: str, **spec) -> dict:
+    """A pod spec whose nodeSelector names the Trainium group ``group``."""
+    return {**spec, "nodeSelector": {layout.NODE_GROUP_LABEL: group}}
+
+
 NEURON = {"limits": {layout.NEURON_DEVICE_RESOURCE: "1"}}
 TRAINIUM_TOLERATION = {"key": layout.NEURON_TAINT_KEY, "operator": "Exists", "effect": layout.NEURON_TAINT_EFFECT_K8S}
 OWN_NAMESPACE = layout.team_namespace(TEAM)
+
+
+def _whole_node_spec(group: str = GROUP.name, **spec) -> dict:
+    """A pod spec that asks for every Neuron device of one node of the fixture's group, on ``group``."""
+    container = _neuron_container({"limits": {layout.NEURON_DEVICE_RESOURCE: str(NODE_DEVICES)}})
+    return _on(group, containers=[container], tolerations=[TRAINIUM_TOLERATION], **spec)
+
+
+def _volcano_job(*tasks: tuple[int, dict]) -> dict:
+    """A Volcano Job on the team's queue with a task of ``replicas`` pods of each pod spec."""
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "job", "namespace": OWN_NAMESPACE},
+        "spec": {
+            "queue": layout.team_namespace(TEAM),
+            "schedulerName": layout.VOLCANO_SCHEDULER,
+            "tasks": [
+                {"name": f"t{i}", "replicas": replicas, "template": {"spec": spec}} for i, (replicas, spec) in enumerate(tasks)
+            ],
+        },
+    }
+
+
+def _batch_job(parallelism: int, spec: dict) -> dict:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "job", "namespace": OWN_NAMESPACE},
+        "spec": {"parallelism": parallelism, "template": {"spec": {"restartPolicy": "Never", **spec}}},
+    }
+
 
 # (case id, kind, object, the policy that must refuse it or None, words of its message)
 CASES = [
@@ -197,39 +243,103 @@ CASES = [
     (
         "neuron-pod-on-volcano",
         POD,
-        _pod_spec("volcano", containers=[_neuron_container(NEURON)], tolerations=[TRAINIUM_TOLERATION]),
+        _pod_spec("volcano", **_on(GROUP.name, containers=[_neuron_container(NEURON)], tolerations=[TRAINIUM_TOLERATION])),
         None,
         (),
     ),
     (
         "neuron-pod-on-default-scheduler",
         POD,
-        _pod_spec(containers=[_neuron_container(NEURON)], tolerations=[TRAINIUM_TOLERATION]),
+        _pod_spec(**_on(GROUP.name, containers=[_neuron_container(NEURON)], tolerations=[TRAINIUM_TOLERATION])),
         "scheduler",
         ("Neuron or EFA", "schedulerName: volcano"),
     ),
     (
         "neuroncores-requested-by-an-init-container",
         POD,
-        _pod_spec(initContainers=[_neuron_container({"requests": {layout.NEURON_CORE_RESOURCE: "2"}})]),
+        _pod_spec(**_on(GROUP.name, initContainers=[_neuron_container({"requests": {layout.NEURON_CORE_RESOURCE: "2"}})])),
         "scheduler",
         (),
     ),
     (
         "efa-on-default-scheduler",
         POD,
-        _pod_spec(containers=[_neuron_container({"limits": {layout.EFA_RESOURCE: "1"}})]),
+        _pod_spec(**_on(GROUP.name, containers=[_neuron_container({"limits": {layout.EFA_RESOURCE: "1"}})])),
         "scheduler",
         (),
     ),
-    ("trainium-toleration-on-default-scheduler", POD, _pod_spec(tolerations=[TRAINIUM_TOLERATION]), "scheduler", ()),
-    ("every-taint-tolerated-on-default-scheduler", POD, _pod_spec(tolerations=[{"operator": "Exists"}]), "scheduler", ()),
+    (
+        "trainium-toleration-on-default-scheduler",
+        POD,
+        _pod_spec(**_on(GROUP.name, tolerations=[TRAINIUM_TOLERATION])),
+        "scheduler",
+        (),
+    ),
+    (
+        "every-taint-tolerated-on-default-scheduler",
+        POD,
+        _pod_spec(**_on(GROUP.name, tolerations=[{"operator": "Exists"}])),
+        "scheduler",
+        (),
+    ),
     (
         "pod-created-on-a-node",
         POD,
         _pod_spec("volcano", nodeName="ip-10-0-0-1.ec2.internal"),
         "unbound",
         ("ip-10-0-0-1.ec2.internal",),
+    ),
+    (
+        "neuron-pod-on-no-group",
+        POD,
+        _pod_spec("volcano", containers=[_neuron_container(NEURON)], tolerations=[TRAINIUM_TOLERATION]),
+        "node-group",
+        (layout.NODE_GROUP_LABEL, f"team {TEAM}", "not none"),
+    ),
+    (
+        "neuron-pod-on-a-group-the-team-holds-no-node-of",
+        POD,
+        _pod_spec("volcano", **_whole_node_spec(OTHER_GROUP)),
+        "node-group",
+        (f"not {OTHER_GROUP}",),
+    ),
+    ("volcano-job-of-a-task-a-node", VOLCANO_JOB, _volcano_job(*[(1, _whole_node_spec())] * GROUP_NODES), None, ()),
+    ("volcano-job-of-one-task", VOLCANO_JOB, _volcano_job((GROUP_NODES, _whole_node_spec())), None, ()),
+    (
+        "volcano-job-a-node-beyond-the-teams-nodes",
+        VOLCANO_JOB,
+        _volcano_job((GROUP_NODES, _whole_node_spec()), (1, _whole_node_spec())),
+        "volcano-job-share",
+        (f"team {TEAM}", f"of {GROUP.name} ({GROUP_NODES * NODE_DEVICES} Neuron devices)"),
+    ),
+    (
+        "volcano-job-on-two-groups",
+        VOLCANO_JOB,
+        _volcano_job((1, _whole_node_spec()), (1, _whole_node_spec(OTHER_GROUP))),
+        "volcano-job-share",
+        ("one node group",),
+    ),
+    (
+        "volcano-job-on-no-group",
+        VOLCANO_JOB,
+        _volcano_job((1, {"containers": [_neuron_container(NEURON)], "tolerations": [TRAINIUM_TOLERATION]})),
+        "volcano-job-share",
+        ("name no group",),
+    ),
+    ("job-on-the-teams-nodes", BATCH_JOB, _batch_job(GROUP_NODES, _whole_node_spec()), None, ()),
+    (
+        "job-a-node-beyond-the-teams-nodes",
+        BATCH_JOB,
+        _batch_job(GROUP_NODES + 1, _whole_node_spec()),
+        "job-share",
+        (f"a Job in {OWN_NAMESPACE}", GROUP.name),
+    ),
+    (
+        "job-on-a-group-the-team-holds-no-node-of",
+        BATCH_JOB,
+        _batch_job(1, _whole_node_spec(OTHER_GROUP)),
+        "job-share",
+        (f"holds 0 nodes of {OTHER_GROUP}",),
     ),
 ]
 
@@ -278,11 +388,12 @@ def test_updates_are_held_too(policies, namespaces):
     refused = review(policies, _request(ROLE_BINDING, widened, namespaces["team"], "UPDATE", own))
     assert list(refused) == [POLICIES["role-binding"]]
     # A pending pod given the Trainium toleration later is refused; a scheduled Volcano pod's updates are not.
-    pending = admitted_pod(_pod_spec(), OWN_NAMESPACE)
+    pending = admitted_pod(_pod_spec(**_on(GROUP.name)), OWN_NAMESPACE)
     tolerating = copy.deepcopy(pending)
     tolerating["spec"]["tolerations"].append(TRAINIUM_TOLERATION)
     assert list(review(policies, Request(POD, tolerating, namespaces["team"], "UPDATE", pending))) == [POLICIES["scheduler"]]
-    bound = admitted_pod(_pod_spec("volcano", containers=[_neuron_container(NEURON)], nodeName="ip-10-0-0-1"), OWN_NAMESPACE)
+    on_group = _on(GROUP.name, containers=[_neuron_container(NEURON)], nodeName="ip-10-0-0-1")
+    bound = admitted_pod(_pod_spec("volcano", **on_group), OWN_NAMESPACE)
     annotated = copy.deepcopy(bound)
     annotated["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "pg"}
     assert review(policies, Request(POD, annotated, namespaces["team"], "UPDATE", bound)) == {}

@@ -1,14 +1,18 @@
-"""Every job the launcher and the acceptance checks accept for a team is one its quota and queue admit, and every job
-they refuse for the team's room is one the quota or the queue would refuse: on every shipped and fixture stack with
-teams, for every team, Trainium group and workload, against the plan's own ResourceQuota and Queue objects, counted
-as the API server and Volcano count them (``quota_admission``, an oracle apart from ``jobs.job_building.capacity``)."""
+"""Every job the launcher and the acceptance checks accept for a team is one its quota, its queue and its namespace's
+admission policies admit, and every job they refuse for the team's room is one of those would refuse: on every shipped
+and fixture stack with teams, for every team, Trainium group and workload, against the plan's own ResourceQuota,
+Queue and ValidatingAdmissionPolicy objects, counted as the API server and Volcano count them (``quota_admission`` and
+the policies' CEL, ``admission_review``: oracles apart from ``jobs.job_building.capacity``)."""
 
 from __future__ import annotations
 
 import copy
 import json
+from dataclasses import dataclass
 
 import pytest
+from admission_review import Kind, Policy, Request
+from admitted_workloads import workloads
 from quota_admission import pods_created, queue_refusals, quota_refusals
 from support import FIXTURE_STACKS, STACKS, cached_plan, manifest, run_preflight, settings
 
@@ -20,6 +24,7 @@ from trainium_eks.config import parse
 from trainium_eks.contract import PlatformContract
 
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
+BATCH_JOB = Kind("batch", "v1", "Job", "jobs")
 TOOLS = {"jobs.launch": launch.main, "jobs.acceptance": acceptance.main}
 # Every workload the tools accept a team's job of: BERT and TorchTitan (where the group's backend runs it), each check.
 WORKLOADS = (
@@ -63,13 +68,28 @@ def plan_of():
     return plan
 
 
-def team_objects(plan, team: dict) -> tuple[dict, dict]:
-    """The team's ResourceQuota and Volcano Queue, as the plan sends them to the API server."""
+@dataclass(frozen=True)
+class TeamObjects:
+    """What admits a team's job, as the plan sends it to the API server: the team's ResourceQuota and Volcano Queue,
+    its Namespace, and the admission policies bound in team namespaces."""
+
+    quota: dict
+    queue: dict
+    namespace: dict
+    policies: dict[str, Policy]
+
+
+def team_objects(plan, team: dict) -> TeamObjects:
     (quota,) = [
         manifest(r) for r in plan.find(tokens.K8S_RESOURCE_QUOTA) if r.inputs["metadata"]["namespace"] == team["namespace"]
     ]
     (queue,) = [manifest(r) for r in plan.find(QUEUE) if r.inputs["metadata"]["name"] == team["queue"]]
-    return quota, queue
+    (namespace,) = [manifest(r) for r in plan.find(tokens.K8S_NAMESPACE) if r.inputs["metadata"]["name"] == team["namespace"]]
+    bindings = {b.inputs["spec"]["policyName"]: manifest(b) for b in plan.find(tokens.K8S_VALIDATING_ADMISSION_POLICY_BINDING)}
+    policies = [manifest(p) for p in plan.find(tokens.K8S_VALIDATING_ADMISSION_POLICY)]
+    return TeamObjects(
+        quota, queue, namespace, {p["metadata"]["name"]: Policy(p, bindings[p["metadata"]["name"]]) for p in policies}
+    )
 
 
 def with_room(outputs: dict) -> dict:
@@ -91,17 +111,31 @@ def run(capsys, module: str, argv: list[str]) -> tuple[int, object, str]:
     return status, json.loads(out) if status == 0 else None, err
 
 
-def refusals(job: dict, quota: dict, queue: dict) -> dict:
-    """What the team's quota refuses of ``job``'s pods, and its queue of those Volcano schedules."""
+def refusals(job: dict, held: TeamObjects) -> dict:
+    """What the team's quota refuses of ``job``'s pods, its queue of those Volcano schedules, and each admission policy
+    (by name) of the job and what its controllers create."""
     pods = pods_created(job)
-    assert {pod["metadata"]["namespace"] for pod in pods} == {quota["metadata"]["namespace"]}
+    assert {pod["metadata"]["namespace"] for pod in pods} == {held.quota["metadata"]["namespace"]}
     on_volcano = [pod for pod in pods if pod["spec"]["schedulerName"] == layout.VOLCANO_SCHEDULER]
     if job["apiVersion"] == "batch/v1":
         queues = {pod["metadata"]["annotations"].get(layout.VOLCANO_QUEUE_ANNOTATION) for pod in on_volcano}
     else:
         queues = {job["spec"]["queue"]}
-    assert not on_volcano or queues == {queue["metadata"]["name"]}, queues
-    return {**quota_refusals(pods, quota), **queue_refusals(on_volcano, queue)}
+    assert not on_volcano or queues == {held.queue["metadata"]["name"]}, queues
+    submitted = [(BATCH_JOB, job)] if job["apiVersion"] == "batch/v1" else []  # workloads() gives a batch Job's pods
+    admission = {
+        name: messages
+        for kind, obj in [*submitted, *workloads(job)]
+        for name, policy in held.policies.items()
+        if (messages := policy.refusals(Request(kind, obj, held.namespace)))
+    }
+    return {**quota_refusals(pods, held.quota), **queue_refusals(on_volcano, held.queue), **admission}
+
+
+def named(refused: dict, held: TeamObjects, group: str) -> list[str]:
+    """What a one-line refusal names of ``refused``: a quota's or queue's resource, the group for an admission policy."""
+    resources = [key.removeprefix("requests.") for key in refused if key not in held.policies]
+    return resources + ([f"of {group}"] if set(refused) & set(held.policies) else [])
 
 
 @pytest.mark.stacks
@@ -111,7 +145,7 @@ def test_every_team_job_the_tools_accept_is_admitted_and_one_node_more_is_refuse
 ):
     plan = plan_of(stack, fixture)
     (team,) = [team for team in plan.outputs["teams"] if team["name"] == team_name]
-    quota, queue = team_objects(plan, team)
+    held = team_objects(plan, team)
     contract = PlatformContract.from_outputs(plan.outputs)
     (group,) = [group for group in contract.node_groups if group.name == group_name]
     ceiling = contract.node_ceiling(group)
@@ -128,16 +162,16 @@ def test_every_team_job_the_tools_accept_is_admitted_and_one_node_more_is_refuse
             status, job, err = run(capsys, module, [*argv, "--outputs", str(paths["outputs"])])
             case = f"{module} {' '.join(argv)}"
             if status == 0:
-                assert refusals(job, quota, queue) == {}, f"{case}: accepted, but the API server or Volcano refuses it"
+                assert refusals(job, held) == {}, f"{case}: accepted, but the API server or Volcano refuses it"
                 accepted.append(nodes)
                 admitted += 1
                 continue
             assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, (case, err)
             roomy_status, roomy_job, _ = run(capsys, module, [*argv, "--outputs", str(paths["roomy"])])
-            if roomy_status == 0:  # refused for the team's room alone: the quota or the queue must refuse it, as named
-                refused = refusals(roomy_job, quota, queue)
-                assert refused, f"{case}: refused, but the team's quota and queue admit it"
-                assert any(key.removeprefix("requests.") in err for key in refused), (case, err, refused)
+            if roomy_status == 0:  # refused for the team's room alone: the quota, queue or admission must refuse it
+                refused = refusals(roomy_job, held)
+                assert refused, f"{case}: refused, but the team's quota, queue and admission policies admit it"
+                assert any(word in err for word in named(refused, held, group_name)), (case, err, refused)
             elif (module, args) in SIZED_BY_NODES and nodes is not None:
                 assert nodes > ceiling, f"{case}: refused within the group for no quota or queue: {err}"
         if (module, args) in SIZED_BY_NODES:
@@ -173,21 +207,21 @@ def test_the_issues_staging_case_runs_within_the_quota_or_is_refused_naming_the_
     limited: ...=24` (issue 36)."""
     plan = plan_of("staging", False)
     (team,) = [team for team in plan.outputs["teams"] if team["name"] == "nlp"]
-    quota, queue = team_objects(plan, team)
+    held = team_objects(plan, team)
     path = tmp_path / "outputs.json"
     path.write_text(json.dumps(plan.outputs))
     where = ["--outputs", str(path), "--team", "nlp", "--node-group", "trn2-48xl", "--dryrun", "--json"]
     for workload in ("bert", "torchtitan"):
         status, job, err = run(capsys, "jobs.launch", ["--workload", workload, *where])
         if status == 0:
-            assert refusals(job, quota, queue) == {}, workload
+            assert refusals(job, held) == {}, workload
         else:
             assert status == 2 and err.count("\n") == 1, err
-            assert any(key.removeprefix("requests.") in err for key in quota["spec"]["hard"]), err
+            assert any(key.removeprefix("requests.") in err for key in held.quota["spec"]["hard"]), err
     status, manifests, err = run(capsys, "jobs.acceptance", ["all", *where])
     assert status == 0, err
     for job in manifests if isinstance(manifests, list) else [manifests]:
-        assert refusals(job, quota, queue) == {}, job["metadata"]["name"]
+        assert refusals(job, held) == {}, job["metadata"]["name"]
 
 
 @pytest.mark.stacks

@@ -23,7 +23,7 @@ from jobs.job_building.platform_job import COMPILE_CACHE_ANNOTATION, JobRequest
 from jobs.launch import main as launch
 from jobs.rehearsal.cpu_workloads import WORKLOADS, complete_checkpoints
 from jobs.rehearsal.local_agents import CpuOverrides, read_metrics
-from jobs.rehearsal.report import CHECKPOINT_EVERY
+from jobs.rehearsal.report import CHECKPOINT_EVERY, RehearsalRequest
 from jobs.workloads.titan_config import parse_titan_options
 from jobs.workloads.titan_recipes import RECIPES
 from jobs.workloads.torchtitan_job import MODULE, PARALLELISM_ANNOTATION, titan_job
@@ -227,7 +227,7 @@ def test_a_resume_by_another_world_size_is_refused_in_one_line(drained):
     assert trained and '"world_size": 2' in recorded  # the drained run's two workers trained and recorded there
     contract = contract_with("trn2.48xlarge")
     workload = WORKLOADS["torchtitan"]
-    job = workload.workload.job(contract, JobRequest(name=workload.job_name, nodes=1))
+    job = workload.job(contract, RehearsalRequest(workload="torchtitan", nodes=1, workers_per_node=1))
     local = CpuOverrides(etcd_endpoint="", fsx_root=workdir / "fsx", fsx_mount_path=contract.fsx_mount_path)
     options = [local.localise(argument) for argument in titan_arguments(job)]
     assert options[options.index("--dump_folder") + 1] == str(dump_folder)  # the drained run's, not a new one

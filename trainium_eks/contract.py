@@ -45,7 +45,7 @@ from trainium_eks.contract_entries import (
     Team,
 )
 
-CONTRACT_VERSION = "1.7.0"
+CONTRACT_VERSION = "1.8.0"
 FIRST = "1.0.0"
 
 
@@ -113,6 +113,8 @@ class PlatformContract(BaseModel):
     node_taints: tuple[Taint, ...] = since(FIRST, alias="nodeTaints")
     volcano_queues: tuple[Queue, ...] = since(FIRST, alias="volcanoQueues", min_length=1)
     etcd_endpoint: Endpoint = since(FIRST, alias="etcdEndpoint")
+    # the rendezvous' members, which `jobs.rehearsal` starts as many of
+    etcd_members: PositiveInt | None = since("1.8.0", default=None, alias="etcdMembers")
     job_namespace: DnsLabel = since(FIRST, alias="jobNamespace")
     fsx_claim_name: ObjectName = since(FIRST, alias="fsxClaimName")
     fsx_file_system_id: Text = since(FIRST, alias="fsxFileSystemId")

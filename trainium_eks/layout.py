@@ -78,6 +78,10 @@ DATA_REPOSITORY_DIR = "/datasets-repo"
 # A team's workspace: its namespace and Volcano queue are named after it (both prefixed, so that no team name can take
 # a platform or system namespace, or a platform queue), and its volume is its own directory of the file system.
 TEAM_LABEL = "trainium-eks/team"
+# A team namespace's annotation ``<this><group>``: the team's whole nodes of that Trainium group, floor(neuronShare x
+# maxSize), as a whole number. The platform writes it (components/teams.py), the admission policies bound the team's
+# pods on the group by it (components/team_admission.py) and team-quotas-within-capacity adds it up.
+TEAM_GROUP_NODES_ANNOTATION = "trainium-eks/nodes."
 TEAM_PREFIX = "team-"
 TEAMS_DIR = "/teams"
 

@@ -12,6 +12,8 @@ What a job asks for is read from the pods the tools build (``job_usage``), never
   components/teams.py) refuses a pod whose requests would take the namespace's sum of ``requests.<resource>`` (of
   ``pods``: the number of pods) beyond ``hard`` (Kubernetes docs, "Resource Quotas": compute and extended resources,
   object count ``pods``);
+- a team's whole nodes of the group the job's pods name (``team_group_nodes``) bound what the job asks there: the team
+  namespace's admission policies refuse a Job, or a pod, beyond them (components/team_admission.py);
 - a Volcano queue's capability leaves a job Pending while its PodGroup's minResources (the requests of its
   minAvailable pods: every pod of the tools' jobs) exceed it in any resource the job asks for and the capability names;
   a capability without cpu or memory does not bound them, nor one without a scalar resource that resource (volcano
@@ -23,13 +25,13 @@ What a job asks for is read from the pods the tools build (``job_usage``), never
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 from trainium_eks import layout
 from trainium_eks.contract import PlatformContract
-from trainium_eks.contract_entries import NodeGroup
+from trainium_eks.contract_entries import NodeGroup, Team
 from trainium_eks.quantities import quantity
 from trainium_eks.wording import counted
 
@@ -137,6 +139,55 @@ class Bound:
         return next((name for name, most in self.limits.items() if usage.get(name, 0) > most), None)
 
 
+@dataclass(frozen=True)
+class GroupShare(Bound):
+    """A team's whole nodes of one group, to which the namespace's admission policies hold a job's pods there."""
+
+    team: str = ""
+    group: str = ""
+    nodes: int = 0
+    held: tuple[str, ...] = ()  # the groups of which the team holds nodes
+
+    def none_held(self) -> str:
+        """One line refusing a job of the team on a group of which it holds no node."""
+        elsewhere = f"run it on {', '.join(self.held)}, which the team holds, or " if self.held else ""
+        return (
+            f"--team {self.team} --node-group {self.group}: team {self.team} holds no node of {self.group} (its "
+            f"neuronShare of the group's maxSize is less than one node), so admission refuses its pods there; "
+            f"{elsewhere}{self.fix}"
+        )
+
+
+def advertised(group: NodeGroup) -> dict[str, int]:
+    """What one node of ``group`` advertises of the quota'd resources."""
+    return {
+        layout.NEURON_DEVICE_RESOURCE: group.neuron_devices_per_node,
+        layout.NEURON_CORE_RESOURCE: group.neuron_cores_per_node,
+        layout.EFA_RESOURCE: group.efa_interfaces_per_node,
+    }
+
+
+def team_group_nodes(team: Team, groups: Sequence[NodeGroup]) -> dict[str, int]:
+    """The team's whole nodes of each group: floor(neuronShare x maxSize), which the platform writes on its namespace
+    for the admission policies (docs/teams.md, "Capacity"). The contract publishes the team's quota, those nodes'
+    devices, cores and EFA interfaces added up over the groups, not the share: as a share grows no group's nodes
+    shrink and the quota's Neuron devices grow, so the largest share whose nodes fit the quota is the team's own."""
+    limits = _quota_limits(team.quota)
+
+    def nodes(share: Fraction) -> dict[str, int]:
+        return {group.name: math.floor(share * group.max_size) for group in groups}
+
+    def fits(share: Fraction) -> bool:
+        held = nodes(share)
+        return all(
+            sum(held[group.name] * advertised(group).get(resource, 0) for group in groups) <= most
+            for resource, most in limits.items()
+        )
+
+    steps = {Fraction(k, group.max_size) for group in groups for k in range(group.max_size + 1)}
+    return nodes(max(share for share in steps if fits(share)))
+
+
 def _quota_limits(quota: Mapping[str, float]) -> dict[str, Fraction]:
     return {name.removeprefix(QUOTA_REQUESTS): quantity(amount) for name, amount in quota.items()}
 
@@ -148,17 +199,32 @@ def _capability_limits(capability: Mapping[str, float]) -> dict[str, Fraction]:
     return {name: most for name, most in limits.items() if name not in ("cpu", "memory") or most > 0}
 
 
-def bounds(contract: PlatformContract, queue: str | None = None) -> tuple[Bound, ...]:
-    """What admits a job of the workspace ``contract`` names in ``queue`` (default: its first): the quota of the team
-    whose namespace it is, then the queue's capability."""
+def bounds(contract: PlatformContract, queue: str | None = None, group: NodeGroup | None = None) -> tuple[Bound, ...]:
+    """What admits a job of the workspace ``contract`` names in ``queue`` (default: its first), on ``group``: in a
+    team's namespace its quota, the queue's capability and the team's whole nodes of the group (``GroupShare``); a
+    tie names the first."""
     name = queue or contract.queues[0]
     (entry,) = [q for q in contract.volcano_queues if q.name == name]
     team = next((team for team in contract.teams if team.namespace == contract.job_namespace), None)
     if team is None:
         return (Bound(f"queue {name}", "raise the queue's neuronShare", _capability_limits(entry.capability)),)
-    fix = "raise the team's neuronShare"  # the team's quota and its queue's capability are both its share
+    fix = "raise the team's neuronShare"  # the team's nodes, quota and queue's capability are all its share
     quota = Bound(f"team {team.name}'s quota", fix, _quota_limits(team.quota))
-    return (quota, Bound(f"queue {name}", fix, _capability_limits(entry.capability)))
+    queued = Bound(f"queue {name}", fix, _capability_limits(entry.capability))
+    if group is None:
+        return (quota, queued)
+    nodes = team_group_nodes(team, contract.node_groups)
+    count = nodes[group.name]
+    share = GroupShare(
+        f"team {team.name}'s {counted(count, 'node')} of {group.name}",
+        fix,
+        {resource: Fraction(count * amount) for resource, amount in advertised(group).items() if amount},
+        team=team.name,
+        group=group.name,
+        nodes=count,
+        held=tuple(name for name, held in nodes.items() if held),
+    )
+    return (quota, queued, share)
 
 
 def _amount(value: Fraction) -> str:
@@ -171,13 +237,23 @@ def refusal(bound: Bound, resource: str, usage: Mapping[str, Fraction], shape: s
     return f"{_amount(usage[resource])} {unit} ({resource}, {shape}), but {bound.name} admits {_amount(bound.limits[resource])}"
 
 
+def job_group(contract: PlatformContract, job: dict) -> NodeGroup | None:
+    """The Trainium group ``job``'s pods name in their nodeSelector (the tools put a job on one), if any."""
+    named = {spec.get("nodeSelector", {}).get(layout.NODE_GROUP_LABEL) for spec in job_pods(job)}
+    return next((group for group in contract.node_groups if group.name in named), None)
+
+
 def admit(contract: PlatformContract, job: dict, subject: str, shape: str, queue: str | None = None) -> None:
-    """Refuse ``job`` in one line when the workspace's quota or queue would refuse one of its pods."""
+    """Refuse ``job`` in one line when the team's nodes of its group, the workspace's quota or its queue would refuse
+    one of its pods."""
     usage = job_usage(job)
-    for bound in bounds(contract, queue):
+    for bound in bounds(contract, queue, job_group(contract, job)):
         resource = bound.exceeded(usage)
-        if resource is not None:
-            raise LaunchError(f"{subject}: {refusal(bound, resource, usage, shape)}; {bound.fix}")
+        if resource is None:
+            continue
+        if isinstance(bound, GroupShare) and bound.nodes == 0:
+            raise LaunchError(bound.none_held())
+        raise LaunchError(f"{subject}: {refusal(bound, resource, usage, shape)}; {bound.fix}")
 
 
 # ---- how many nodes -----------------------------------------------------------------------------------------------
@@ -199,7 +275,7 @@ def largest_admitted(
     """The most nodes of ``group`` a job whose pods on one node ask for ``per_node`` (``job_usage`` of its one-node
     job) can take in the workspace ``contract`` names, in ``queue``: what the group holds, and every bound admits."""
     largest = Largest(contract.node_ceiling(group))
-    for bound in bounds(contract, queue):
+    for bound in bounds(contract, queue, group):
         for resource, most in bound.limits.items():
             asked = per_node.get(resource, 0)
             if asked > 0 and math.floor(most / asked) < largest.nodes:
@@ -245,10 +321,13 @@ def node_count(
     queue: str | None = None,
 ) -> int:
     """The nodes a job takes whose pods on one node ask for ``per_node``: ``requested``, else ``default``, at most the
-    largest the group holds and the workspace admits (``largest_admitted``). A job the group cannot hold, or its quota
-    or queue would refuse, is refused: a pod the quota refuses is never created, and a queue leaves the gang Pending."""
+    largest the group holds and the workspace admits (``largest_admitted``). A job the group cannot hold, or the
+    team's nodes of the group, its quota or its queue would refuse, is refused: admission refuses a Job beyond the
+    team's nodes, a pod the quota refuses is never created, and a queue leaves the gang Pending."""
     nodes = held_nodes(contract, group, requested, default)
     largest = largest_admitted(contract, group, per_node, queue)
+    if isinstance(largest.bound, GroupShare) and largest.bound.nodes == 0:
+        raise LaunchError(largest.bound.none_held())
     if largest.nodes == 0:
         one = refusal(largest.bound, largest.resource, per_node, f"one {group.instance_type}")
         raise LaunchError(f"--node-group {group.name}: {one}; {largest.bound.fix}, or name a node group of a smaller type")

@@ -14,7 +14,7 @@ as the EC2 API returns it (EC2 API Reference, ``CapacityReservation``: ``Reserva
 
 A job runs until the latest end among them, less the 30 minutes before it at which EC2 "begin[s] to terminate any
 instances that are still running in the Capacity Block" (EC2 User Guide, "Work with Capacity Blocks") and
-Karpenter's drain before that (``jobs.job_building.grace_period.CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS``). A job that cannot write
+Karpenter's drain before that, 40 minutes before the end (``trainium_eks.karpenter_termination``). A job that cannot write
 its first checkpoint before then would lose all its work: the launcher refuses it.
 """
 
@@ -28,17 +28,15 @@ from pathlib import Path
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt, StrictStr, ValidationError
 
 from jobs.job_building.capacity import LaunchError
-from jobs.job_building.grace_period import CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS
 from plan_graph.first_step import KARPENTER_NODE_READY_MINUTES
-from trainium_eks import catalog, files
+from trainium_eks import catalog, files, karpenter_termination
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
 
-# "Thirty minutes before the reservation expires, we begin to terminate any instances that are still running in the
-# Capacity Block" (EC2 User Guide, "Work with Capacity Blocks").
-EC2_TERMINATES_BEFORE_END_SECONDS = 30 * 60
-# How long before a block's end a job's pods are drained: Karpenter drains ten minutes before EC2 terminates.
-RUNS_UNTIL_BEFORE_END = timedelta(seconds=EC2_TERMINATES_BEFORE_END_SECONDS + CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS)
+EC2_TERMINATES_BEFORE_END_SECONDS = karpenter_termination.EC2_TERMINATES_BLOCK_BEFORE_END_SECONDS["instance"]
+# How long before a block's end a job's node is drained: Karpenter deletes the block's NodeClaims 40 minutes before
+# its end (``trainium_eks.karpenter_termination``); the pods then train on until their grace period before EC2's.
+RUNS_UNTIL_BEFORE_END = timedelta(seconds=karpenter_termination.KARPENTER_EXPIRES_BLOCK_BEFORE_END_SECONDS)
 CAPACITY_BLOCK_TYPE = "capacity-block"
 MAX_BLOCKS_FILE_BYTES = 4 * 1024 * 1024  # a reservation is about a kilobyte of JSON
 OFFLINE = "pass --capacity-blocks FILE, the saved JSON output of `aws ec2 describe-capacity-reservations`"
@@ -195,7 +193,7 @@ def time_in_blocks(blocks: tuple[CapacityReservation, ...], group: NodeGroup, fi
     return (
         f"{ends}; a job can run {duration(left)}, until {moment(runs_until)} (EC2 terminates instances "
         f"{EC2_TERMINATES_BEFORE_END_SECONDS // 60} min before the end, Karpenter drains "
-        f"{CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS // 60} min before that); the first checkpoint takes at least "
+        f"{RUNS_UNTIL_BEFORE_END.total_seconds() // 60:.0f} min before it); the first checkpoint takes at least "
         f"{first.describe()}"
     )
 

@@ -18,8 +18,9 @@ Where no source gives the step's time (any pairing but the tutorial's), the step
 so: the pods still get the checkpoint write and the margin, and ``--step-seconds`` adds the step.
 
 On a Capacity Block's node a drain has ``CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS`` (Karpenter drains it ten minutes before
-EC2 reclaims it), so the launcher refuses a job whose grace period exceeds it and names what would fit: the file
-system throughput and, where the step is counted, the longest step. With the step not known, the known terms must fit
+EC2 reclaims it, less the minute its controller may take to see the block expire), so the launcher refuses a job whose
+grace period exceeds it and names what would fit: the file system throughput and, where the step is counted, the
+longest step. With the step not known, the known terms must fit
 and the verdict says how long the uncounted step may take.
 
 ``job_grace_period`` is what the launcher calls; ``grace_period_seconds`` is the formula alone.
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from training.options import CONFIGS
+from trainium_eks import karpenter_termination
 
 # "By default, all deletes are graceful within 30 seconds" (Kubernetes docs, "Pod Lifecycle", termination of pods;
 # the pod spec's terminationGracePeriodSeconds defaults to 30).
@@ -42,18 +44,16 @@ KUBERNETES_DEFAULT_GRACE_SECONDS = 30
 # (torch.optim.AdamW). training/checkpoint.py writes exactly these; tests/test_grace_period.py measures one.
 FP32_BYTES = 4
 BYTES_PER_PARAMETER = FP32_BYTES * (1 + 2)
-# The time a drained pod has on a Capacity Block's node: Karpenter "will begin to drain the node 10 minutes before EC2
-# begins reclaiming the capacity (40 minutes before the end date)", and EC2, "with 30 minutes left", begins
-# "terminating any instances that are running in the Capacity Block" (karpenter-provider-aws v1.14.1
-# designs/capacity-block-support.md, lines 93-102, quoting the EC2 User Guide "Capacity Blocks for ML"; EC2 User
-# Guide "Monitor Capacity Blocks using EventBridge": the warning 40 minutes before the end says the instances "will
-# begin to terminate in 10 minutes"). A longer grace period is cut short when the instance goes.
-CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS = 10 * 60
-# The longest grace period the launcher sets: a day, the shortest Capacity Block a trn2 group runs in (EC2 API Reference,
-# DescribeCapacityBlockOfferings, CapacityDurationHours: "in 1-day increments up 14 days, and in 7-day increments up
-# to 182 days"). A drain longer than that outlasts a block and a day's work: it means a misstated step, checkpoint or
-# throughput (``--step-seconds 1e308`` would give a 309-digit terminationGracePeriodSeconds, past Kubernetes' int64).
-MAX_GRACE_SECONDS = 24 * 60 * 60
+# The time a drained pod surely has on a Capacity Block's node: Karpenter deletes the block's NodeClaims 40 minutes
+# before its end, seen within a minute, and EC2 terminates its instances 30 minutes before it; the pools'
+# terminationGracePeriod is this window, so Karpenter deletes each training pod its grace period before the window
+# ends (``trainium_eks.karpenter_termination``, with the lines of Karpenter it follows). A longer grace period would be
+# cut short when the instance goes.
+CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS = karpenter_termination.CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS
+# The longest grace period the launcher sets (``karpenter_termination.LONGEST_DRAIN_SECONDS``: a day): a drain longer
+# than that means a misstated step, checkpoint or throughput (``--step-seconds 1e308`` would give a 309-digit
+# terminationGracePeriodSeconds, past Kubernetes' int64). The other pools' terminationGracePeriod is this bound.
+MAX_GRACE_SECONDS = karpenter_termination.LONGEST_DRAIN_SECONDS
 # What of the window the step and the checkpoint's write may take: the rest is the exit's margin.
 STEP_AND_WRITE_WINDOW_SECONDS = CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS - KUBERNETES_DEFAULT_GRACE_SECONDS
 # The only sourced step rate: the reference tutorial's BERT-large on two trn1.32xlarge, 64 workers at batch 16 and

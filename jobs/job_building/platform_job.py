@@ -25,6 +25,7 @@ from jobs.job_building.torchx_component import (
     PlatformServices,
     trainium_ddp,
 )
+from training import crash_budget
 from trainium_eks import layout
 from trainium_eks.backends import BACKENDS
 from trainium_eks.contract import PlatformContract
@@ -41,21 +42,26 @@ GRACE_PERIOD_ANNOTATION = "trainium-eks/termination-grace-period"
 # How a training job restarts (Volcano release-1.15; ``jobs.rehearsal.volcano_lifecycle`` models it and `jobs.rehearsal` runs
 # it). Volcano counts every RestartJob in status.retryCount and fails the job once it reaches maxRetry
 # (controllers/job/state/running.go 35-46, restarting.go 31-40), drains included, so planned restarts are not
-# rationed: maxRetry is the int32 maximum the CRD allows. The crash budget is torchrun's --max-restarts per run
-# segment: a pod whose torchrun gave up ends the job. Policies match in order, by event or by the first container's
-# exit code (job_controller_util.go applyPolicies 257-281; job_controller_handler.go updatePod 272-281):
-# - exit code 143: the pod's torchrun was stopped by SIGTERM (a drain, a Capacity Block's end, an interruption;
-#   ``training/agent.py``), its workers checkpointed their last step: every pod is recreated and resumes from it;
-# - PodEvicted: a pod deleted under the job (an eviction, a lost node; deletePod 377): the same restart;
-# - PodFailed (any other exit code): torchrun spent its --max-restarts in place and gave up: the job is Terminated.
+# rationed: maxRetry is the int32 maximum the CRD allows. Release 1.15's updatePod reacts to a pod's phase
+# (job_controller_handler.go 269-301): a drained pod runs until its container ends and the kubelet reports it Failed
+# with its exit code, 143 when its checkpoint was written in time (``training/agent.py``), 137 when the kubelet's
+# SIGKILL came first; a pod whose node vanished is failed by the pod garbage collector with no container exit code
+# (Volcano reads 0). Each of those must restart the job, so a failed pod restarts it whatever its exit code, and the
+# crash budget lives on the shared volume, where it outlives the pods (``training/crash_budget.py``): an agent whose
+# run crashed past its budget in a row exits BUDGET_SPENT_EXIT_CODE, which ends the job. Policies match in order, by
+# event or by the first container's exit code (job_controller_util.go applyPolicies 257-281):
+# - exit code 3: the run crashed past its budget: the job is Terminated;
+# - PodFailed (any other exit code): a drain, a lost node, a crash within the budget: every pod is recreated and
+#   resumes from the newest checkpoint;
+# - PodEvicted: a pod deleted under the job before Volcano saw it end (deletePod 377): the same restart.
 JOB_RESTARTS = 2**31 - 1
+CRASH_BUDGET = 2  # job restarts after crashes in a row, each after torchrun's own --max-restarts in place
 DRAINED_EXIT_CODE = 128 + signal.SIGTERM  # training.agent's exit status when SIGTERM stopped its torchrun
 JOB_LIFECYCLE = [
-    {"exitCode": DRAINED_EXIT_CODE, "action": "RestartJob"},
+    {"exitCode": crash_budget.BUDGET_SPENT_EXIT_CODE, "action": "TerminateJob"},
+    {"event": "PodFailed", "action": "RestartJob"},
     {"event": "PodEvicted", "action": "RestartJob"},
-    {"event": "PodFailed", "action": "TerminateJob"},
 ]
-
 
 # A job name becomes the Volcano Job's name (TorchX adds a suffix of up to 14 characters to stay within a
 # 63-character DNS label) and a directory on the shared volume.
@@ -227,6 +233,15 @@ def request_devices(resources: dict) -> None:
     the queue's capability) from requests, while Kubernetes copies extended-resource limits only later."""
     devices = {k: v for k, v in resources.get("limits", {}).items() if k in DEVICE_RESOURCES}
     resources["requests"] = {**resources.get("requests", {}), **devices}
+
+
+def with_crash_budget(job: dict, run_directory: str) -> dict:
+    """``job`` with its agents' crash budget and the run directory that keeps its count (``training.crash_budget``)."""
+    budget = {crash_budget.BUDGET_ENV: str(CRASH_BUDGET), crash_budget.RUN_DIRECTORY_ENV: run_directory}
+    for task in job["spec"]["tasks"]:
+        for container in task["template"]["spec"]["containers"]:
+            container["env"] = [*container.get("env", []), *({"name": k, "value": v} for k, v in budget.items())]
+    return job
 
 
 def with_grace_period(job: dict, grace: GracePeriod) -> dict:

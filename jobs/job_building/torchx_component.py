@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from torchx import specs
 
+from training import crash_budget
 from trainium_eks import catalog, layout, versions
 from trainium_eks.backends import BACKENDS
 
@@ -19,13 +20,12 @@ NEURON_DEVICE = layout.NEURON_DEVICE_RESOURCE
 EFA_DEVICE = layout.EFA_RESOURCE
 ROLE = "worker"
 RENDEZVOUS_BACKEND = "etcd-v2"
-# torchrun, run by the platform's entrypoint, which exits 143 when SIGTERM stops it instead of torchrun's 1, the status
-# of a crash budget spent: Volcano restarts a drained job by that exit code (``training/agent.py``,
-# ``jobs.job_building.platform_job``).
+# torchrun, run by the platform's entrypoint, which exits 143 when SIGTERM stops it and counts a crash against the run's
+# budget (``training/agent.py``, ``training/crash_budget.py``, ``jobs.job_building.platform_job``).
 AGENT_COMMAND = ("python", "-m", "training.agent")
 # The Volcano Job's version (the pod annotation volcano.sh/job-version), which the launcher exposes to the
-# container under this name; the kubelet expands $(NAME) in the command.
-JOB_VERSION_ENV = "VOLCANO_JOB_VERSION"
+# container under this name; the kubelet expands $(NAME) in the command, and the agent counts crashes by it.
+JOB_VERSION_ENV = crash_budget.JOB_VERSION_ENV
 JOB_VERSION_ANNOTATION = "volcano.sh/job-version"
 # The component's defaults are a node of the reference tutorial's; the launcher passes each node group's own.
 TUTORIAL_NODE = catalog.INSTANCE_TYPES["trn1.32xlarge"]

@@ -55,23 +55,20 @@ from jobs.job_building.capacity_blocks import (
     read_blocks_file,
     time_in_blocks,
 )
-from jobs.job_building.grace_period import KUBERNETES_DEFAULT_GRACE_SECONDS, GracePeriod
+from jobs.job_building.grace_period import GracePeriod
 from jobs.job_building.platform_job import (
     COMPILE_CACHE_ANNOTATION,
     COMPILE_CACHE_INPUTS,
     GRACE_PERIOD_ANNOTATION,
     JobRequest,
-    with_grace_period,
 )
 from jobs.workloads.bert_job import BERT
 from jobs.workloads.torchtitan_job import TORCHTITAN
-from jobs.workloads.workload import TrainingRun, training_job
+from jobs.workloads.workload import CAPACITY_BLOCK_ANNOTATION, DISRUPTIONS_ANNOTATION, TrainingRun, launched_job
 from trainium_eks.cli import OneLineParser, description
 from trainium_eks.contract import PlatformContract
 
 WORKLOADS = {workload.name: workload for workload in (BERT, TORCHTITAN)}
-# Whether a drain of the job's pods fits a Capacity Block's window, on a group whose nodes run in one.
-CAPACITY_BLOCK_ANNOTATION = "trainium-eks/capacity-block-drain"
 # When the group's last active Capacity Block ends and how long the job can run until then.
 CAPACITY_BLOCK_END_ANNOTATION = "trainium-eks/capacity-block-end"
 
@@ -104,30 +101,6 @@ def capacity_block_end(
     else:
         blocks = describe_from_ec2(contract.region, group)
     return time_in_blocks(blocks, group, first, now)
-
-
-def launched_job(contract: PlatformContract, run: TrainingRun) -> tuple[dict, GracePeriod | None]:
-    """The Volcano Job of ``run``, its pods given the grace period a drain needs (returned beside it), refused where
-    its nodes run in a Capacity Block and that drain does not fit the block's window; on a platform older than
-    contract 1.6.0, which publishes no file system throughput, Kubernetes' default (None), and the annotation says
-    why."""
-    job = training_job(contract, run)
-    if contract.fsx_throughput_mbps is None:
-        job["metadata"]["annotations"][GRACE_PERIOD_ANNOTATION] = (
-            f"Kubernetes' default {KUBERNETES_DEFAULT_GRACE_SECONDS} s: contract {contract.version} publishes no "
-            "fsxThroughputMBps to size a drain's checkpoint write by; upgrade the platform stack"
-        )
-        return job, None
-    grace = run.grace_period(contract.fsx_throughput_mbps)
-    too_long = grace.beyond_bound()
-    if too_long:
-        raise LaunchError(f"fsxThroughputMBps or --step-seconds: {too_long}; check the outputs' throughput and the step")
-    group = run.placed.group
-    if in_capacity_block(contract, group):
-        if not grace.fits_capacity_block_window:
-            raise LaunchError(f"--node-group {group.name}: {grace.capacity_block_verdict()}")
-        job["metadata"]["annotations"][CAPACITY_BLOCK_ANNOTATION] = grace.capacity_block_verdict()
-    return with_grace_period(job, grace), grace
 
 
 def parser() -> OneLineParser:
@@ -212,6 +185,8 @@ def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
         )
         if CAPACITY_BLOCK_ANNOTATION in annotations:
             print(f"Capacity Block: {annotations[CAPACITY_BLOCK_ANNOTATION]}", file=sys.stderr)
+        if DISRUPTIONS_ANNOTATION in annotations:
+            print(f"Disruptions: {annotations[DISRUPTIONS_ANNOTATION]}", file=sys.stderr)
         if block_end:
             print(f"Capacity Block end: {block_end}", file=sys.stderr)
         if args.dryrun:

@@ -17,7 +17,8 @@ drained pod's torchrun; they get the pods' grace period to exit (then SIGKILL); 
 --drain-at more steps are trained after each resume. The run passes only if no step is lost: the workers stopped after
 a step whose checkpoint the restarted job resumed from. The report gives the time from the SIGTERM to the next step.
 With ``--crash-at-start`` a worker dies at step 1 of every start; the run passes only if torchrun gave up after its
---max-restarts and the job ended Terminated.
+--max-restarts in each run of the job, Volcano restarted the job as many times as the run's crash budget allows
+(``training.crash_budget``), and the job then ended Terminated.
 Whatever ends an agent, the job goes on as Volcano's job controller decides by the job's own lifecycle policies and
 maxRetry (`jobs.rehearsal.volcano_lifecycle`): restarted (new agents, the next job version), completed, or ended; the report
 gives the job's phase and retryCount, and a job Volcano fails fails the rehearsal.
@@ -31,43 +32,26 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
+from typing import get_args
 
 from pydantic import ValidationError
 
 from jobs.cluster_access.outputs import add_source_options, report_bad_input, source_contract
 from jobs.job_building.capacity import LaunchError
-from jobs.job_building.grace_period import pod_grace_seconds
 from jobs.job_building.paths import create_directory, new_directory
-from jobs.job_building.torchx_component import JOB_VERSION_ANNOTATION
-from jobs.local_etcd import LocalEtcd
 from jobs.rehearsal.cpu_workloads import WORKLOADS
-from jobs.rehearsal.local_agents import CpuOverrides, Rehearsal, read_metrics
-from jobs.rehearsal.report import CHECKPOINT_EVERY, DrainEvent, JobRun, Outcome, RehearsalRequest, outcome, progress
-from jobs.rehearsal.volcano_lifecycle import (
-    RESTARTS,
-    SYNC,
-    JobLifecycle,
-    JobStatus,
-    PodEnd,
-    VolcanoRefusal,
-    pod_ended,
-    pods_recreated,
-)
+from jobs.rehearsal.disruption_table import rehearse_every_disruption
+from jobs.rehearsal.disruptions import table
+from jobs.rehearsal.report import CHECKPOINT_EVERY, NODE_DISRUPTIONS, RehearsalRequest
+from jobs.rehearsal.run import rehearsal_job, rehearse
 from trainium_eks.cli import OneLineParser
-from trainium_eks.contract import PlatformContract
+
+__all__ = ["main", "rehearsal_job", "rehearse"]
 
 # A CPU has few cores: two BERT workers per agent, one TorchTitan worker (its FSDP2 steps are the heavier).
 WORKERS_PER_NODE = {"bert": 2, "torchtitan": 1}
-POLL_SECONDS = 0.2
-# While a drain waits for its step: the tiny model's steps take tens of milliseconds on a CPU.
-DRAIN_POLL_SECONDS = 0.01
-# --crash-at-start (BERT): its last worker kills itself after step 1 of every start that resumed from no checkpoint
-# (training/pretrain_bert.py fail_here), and none is written before step CHECKPOINT_EVERY: it crashes at every start.
-CRASH_AT_START = {"--fail-at-step": "1"}
 
 
 def request_from(args) -> RehearsalRequest:
@@ -80,6 +64,7 @@ def request_from(args) -> RehearsalRequest:
         "drain_at": args.drain_at,
         "drains": args.drains,
         "crash_at_start": args.crash_at_start,
+        "disruption": args.disruption,
         "etcd_members": args.etcd_members,
         "node_group": args.node_group,
         "timeout": args.timeout,
@@ -92,154 +77,6 @@ def request_from(args) -> RehearsalRequest:
             raise LaunchError(str(detail["ctx"]["error"])) from None
         field = str(detail["loc"][0])
         raise LaunchError(f"--{field.replace('_', '-')} {detail['input']}: {detail['msg'].lower()}") from None
-
-
-def rehearsal_job(contract: PlatformContract, request: RehearsalRequest) -> dict:
-    """The job `jobs.launch` builds for the request's workload (refused in one line as the launcher refuses it)."""
-    return WORKLOADS[request.workload].job(contract, request)
-
-
-@dataclass
-class Watch:
-    """The progress lines of a run, shown as its metrics grow, until an agent ends or its time runs out."""
-
-    metrics: Path
-    request: RehearsalRequest
-    say: Callable[[str], None]
-    deadline: float  # time.monotonic() after which the run is stopped
-    shown: int = 0
-
-    def show_new(self) -> list[dict]:
-        records = read_metrics(self.metrics)
-        for line in progress(records, self.shown, self.request):
-            self.say(line)
-        self.shown = len(records)
-        return records
-
-    @property
-    def expired(self) -> bool:
-        return time.monotonic() > self.deadline
-
-    def follow(self, agents: Rehearsal, until: Callable[[list[dict]], bool] | None = None) -> bool:
-        """Show progress while ``agents`` run; True as soon as ``until(records)`` holds, with the agents running; False
-        once an agent ends that the job's lifecycle has not seen end, or the time runs out."""
-        while not any(agent.pod_exit_code is not None and not agent.reported for agent in agents.agents):
-            if self.expired:
-                self.say(f"stopping: the run passed --timeout {self.request.timeout:g} s")
-                return False
-            records = self.show_new()
-            if until is not None and until(records):
-                return True
-            time.sleep(POLL_SECONDS if until is None else DRAIN_POLL_SECONDS)
-        self.show_new()
-        return False
-
-
-def drain(job: dict, agents: Rehearsal, watch: Watch) -> DrainEvent:
-    """SIGTERM to every agent as the kubelet sends it to a drained pod's PID 1, and SIGKILL to those still running after
-    the pods' grace period."""
-    grace = pod_grace_seconds(job)
-    after = read_metrics(watch.metrics)[-1]["step"]
-    watch.say(f"SIGTERM to the {len(agents.agents)} torchrun agents after step {after}, as the kubelet drains a pod (--drain-at)")
-    sent_at = time.time()
-    killed = agents.terminate(grace)
-    exit_seconds = time.time() - sent_at
-    watch.show_new()
-    outlived = f"; killed after the {grace} s grace period" if killed else ""
-    watch.say(f"the agents exited {exit_seconds:.1f} s after SIGTERM{outlived}")
-    return DrainEvent(sent_at, after, grace, exit_seconds, killed)
-
-
-def volcano_sees(
-    job: dict, lifecycle: JobLifecycle, status: JobStatus, agents: Rehearsal, say: Callable[[str], None]
-) -> JobStatus:
-    """The job's status once Volcano's controller has seen every agent's end so far (``jobs.rehearsal.volcano_lifecycle``); when
-    it restarts or ends the job, the agents still running stopped as the pods Volcano deletes are."""
-    for agent in agents.agents:
-        if agent.pod_exit_code is None or agent.reported:
-            continue
-        agent.reported = True
-        end = PodEnd(agent.task, agents.version, agent.pod_exit_code)
-        action, status = pod_ended(lifecycle, status, end)
-        if action in RESTARTS and action != "RestartJob":
-            raise LaunchError(f"the job's policies ask Volcano to {action}; the rehearsal restarts whole jobs only")
-        if action != SYNC:
-            say(
-                f"Volcano: pod {agent.task} exited {end.exit_code} -> {action}; job {status.phase}, "
-                f"retryCount {status.retry_count} of maxRetry {lifecycle.max_retry}, version {status.version}"
-            )
-    if status.phase != "Running":
-        agents.terminate(pod_grace_seconds(job))
-    return status
-
-
-def reached(step: int) -> Callable[[list[dict]], bool]:
-    return lambda records: bool(records) and records[-1]["step"] >= step
-
-
-def trained_since_start(steps: int, run_start: int) -> Callable[[list[dict]], bool]:
-    """Whether the run whose first record is ``records[run_start]`` has trained ``steps`` since the step it resumed from."""
-    return lambda records: len(records) > run_start and records[-1]["step"] >= records[run_start]["resumed_from"] + steps
-
-
-def crash_budget(job: dict) -> int:
-    """torchrun's --max-restarts in the job's command."""
-    (container,) = job["spec"]["tasks"][0]["template"]["spec"]["containers"]
-    (flag,) = [word for word in container["command"] if word.startswith("--max-restarts=")]
-    return int(flag.split("=", 1)[1])
-
-
-def rehearse(contract: PlatformContract, request: RehearsalRequest, job: dict, workdir: Path, say=print) -> Outcome:
-    """Run ``job`` (the workload's, ``Workload.job``) as local agents, restarted or ended as Volcano's controller would
-    by the job's lifecycle (``jobs.rehearsal.volcano_lifecycle``); ``say`` gets one line per step and event."""
-    try:
-        lifecycle = JobLifecycle.of(job)
-    except VolcanoRefusal as refusal:
-        raise LaunchError(f"the job's lifecycle policies: Volcano's admission webhook refuses them: {refusal}") from None
-    workload = WORKLOADS[request.workload]
-    fsx = workdir / "fsx"
-    workload.stage(fsx, contract)
-    etcd = LocalEtcd.for_platform(contract.job_namespace, request.etcd_members, workdir / "etcd").start()
-    say(f"etcd: {len(etcd.members)} member(s) on {', '.join(etcd.endpoint(m) for m in etcd.members)}")
-    overrides = CpuOverrides(
-        etcd_endpoint=etcd.endpoint(etcd.members[0]),
-        fsx_root=fsx,
-        fsx_mount_path=contract.fsx_mount_path,
-        training_args={**workload.training_args(request), **(CRASH_AT_START if request.crash_at_start else {})},
-    )
-    output_dir = workload.output_dir(job, overrides)
-    watch = Watch(output_dir / "metrics.jsonl", request, say, deadline=time.monotonic() + request.timeout)
-    status = JobStatus()
-    agents = Rehearsal(job, overrides, workdir / "logs").start()
-    started_at = agents.started_at
-    say(
-        f"job {workload.job_name}: {len(agents.agents)} torchrun agents x {request.workers_per_node} workers; "
-        f"logs in {workdir / 'logs'}"
-    )
-    drains: list[DrainEvent] = []
-    run_start = 0  # the records before the running agents' first
-    try:
-        if request.kill_at is not None and workload.kill_module and watch.follow(agents, until=reached(request.kill_at)):
-            workload.kill_worker(agents)
-        while status.phase == "Running" and not watch.expired:
-            due = request.drain_due(len(drains))
-            if due and watch.follow(agents, until=trained_since_start(request.drain_at, run_start)):
-                drains.append(drain(job, agents, watch))
-            elif not due:
-                watch.follow(agents)
-            status = volcano_sees(job, lifecycle, status, agents, say)
-            if status.phase == "Restarting":
-                run_start = len(read_metrics(watch.metrics))
-                logs = workdir / "logs" / f"version-{status.version}"
-                agents = Rehearsal(job, overrides, logs, {JOB_VERSION_ANNOTATION: str(status.version)}).start()
-                status = pods_recreated(status)
-    finally:
-        agents.stop()
-        etcd.stop()
-    records = watch.show_new()
-    exits = [agent.pod_exit_code for agent in agents.agents]
-    run = JobRun(status, lifecycle.max_retry, crash_budget(job))
-    return outcome(request, records, exits, started_at, workload.saved(output_dir), run, drains)
 
 
 def parser() -> OneLineParser:
@@ -280,7 +117,22 @@ def parser() -> OneLineParser:
         help="a worker crashes at every start (bert): torchrun restarts it up to its --max-restarts, then the job "
         "must end (Terminated), not restart forever",
     )
-    p.add_argument("--etcd-members", type=int, help="etcd members to start: 1 (default), 3 or 5, as the stack's etcdMembers")
+    p.add_argument(
+        "--etcd-members",
+        type=int,
+        help="etcd members to start: 1, 3 or 5 (default: the stack's etcdMembers; 1 from a platform before contract 1.8.0)",
+    )
+    p.add_argument(
+        "--disruption",
+        choices=get_args(NODE_DISRUPTIONS),
+        help="at --drain-at, do to the agents what this disruption does to a job's pods (jobs.rehearsal.disruptions: "
+        "through Karpenter's termination path and Volcano's lifecycle)",
+    )
+    p.add_argument(
+        "--disruptions",
+        action="store_true",
+        help="rehearse every kind of disruption, a run each, and print one table of what each cost (bert)",
+    )
     p.add_argument("--node-group", help="the node group whose job to rehearse (default: the first)")
     p.add_argument(
         "--workdir",
@@ -297,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(args) -> None:
         request = request_from(args)
+        if args.disruptions:
+            options = {"--kill-at": args.kill_at, "--drain-at": args.drain_at, "--disruption": args.disruption}
+            given = [flag for flag, value in options.items() if value is not None] + ["--crash-at-start"] * args.crash_at_start
+            if given:
+                raise LaunchError(f"--disruptions and {given[0]}: give one; --disruptions rehearses every kind in turn")
         contract = source_contract(args)
         job = rehearsal_job(contract, request)  # refused, if at all, before a directory is made
         if args.workdir:
@@ -309,14 +166,20 @@ def main(argv: list[str] | None = None) -> int:
 
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the agents and etcd on `kill` as on Ctrl-C
 
-        result = rehearse(contract, request, job, workdir, say)
-        report = {**asdict(result), "passed": result.passed, "problem": result.problem}
-        print(json.dumps(report) if args.json else result.summary())
-        if not result.passed:
+        if args.disruptions:
+            rows = rehearse_every_disruption(contract, request, workdir, say)
+            passed = all(row.met for row in rows)
+            print(json.dumps([row.to_json() for row in rows]) if args.json else table(rows))
+        else:
+            result = rehearse(contract, request, job, workdir, say)
+            passed = result.passed
+            report = {**asdict(result), "passed": result.passed, "problem": result.problem}
+            print(json.dumps(report) if args.json else result.summary())
+        if not passed:
             print(f"logs, volume and etcd data kept in {workdir}", file=sys.stderr)
         elif args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
-        verdict["passed"] = result.passed
+        verdict["passed"] = passed
 
     status = report_bad_input(parser, argv, run)
     return status if status else (0 if verdict.get("passed") else 1)

@@ -19,13 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from jobs.job_building.grace_period import BYTES_PER_PARAMETER
 from jobs.job_building.platform_job import JobRequest
-from jobs.rehearsal.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, stage_dataset
+from jobs.rehearsal.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, stage_dataset, workers_of
 from jobs.rehearsal.report import CHECKPOINT_EVERY, RehearsalRequest, checkpoints
 from jobs.workloads.bert_job import BERT, DATASET
 from jobs.workloads.titan_recipes import CPU_REHEARSAL
 from jobs.workloads.torchtitan_job import MODULE, last_value, titan_workload
-from jobs.workloads.workload import Workload
+from jobs.workloads.workload import Workload, launched_job
 from training import titan_assets
 from trainium_eks.contract import PlatformContract
 
@@ -33,12 +34,6 @@ from trainium_eks.contract import PlatformContract
 def container_command(job: dict) -> list[str]:
     (container,) = job["spec"]["tasks"][0]["template"]["spec"]["containers"]
     return container["command"]
-
-
-def workers_of(agent: int, module: str) -> list[int]:
-    """The training workers torchrun (pid ``agent``) started: its children running ``module``."""
-    children = [int(pid) for task in Path(f"/proc/{agent}/task").iterdir() for pid in (task / "children").read_text().split()]
-    return [pid for pid in children if module.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
 
 def complete_checkpoints(folder: Path) -> list[int]:
@@ -63,15 +58,19 @@ class RehearsedWorkload:
     output_flag: str  # the option naming the directory of metrics.jsonl
     saved: Callable[[Path], list[int]]  # the checkpoints' steps, from the output directory
     kill_module: str | None  # the module whose worker is killed by pid at --kill-at (None: it kills itself)
+    # One checkpoint's size in GiB where the launcher has no sourced one for the CPU model (its --checkpoint-gib).
+    checkpoint_gib: Callable[[], float] | None = None
 
     def job(self, contract: PlatformContract, request: RehearsalRequest) -> dict:
-        """The job `jobs.launch` builds for the request (refused in one line as the launcher refuses it)."""
-        return self.workload.job(
-            contract,
-            JobRequest(
-                name=self.job_name, nodes=request.nodes, workers_per_node=request.workers_per_node, node_group=request.node_group
-            ),
+        """The job `jobs.launch` builds for the request, grace period included (refused in one line as the launcher
+        refuses it, before the CPU model's checkpoint is sized)."""
+        asked = JobRequest(
+            name=self.job_name, nodes=request.nodes, workers_per_node=request.workers_per_node, node_group=request.node_group
         )
+        run = self.workload.plan(contract, asked)
+        if self.checkpoint_gib is not None:
+            run = self.workload.plan(contract, asked.model_copy(update={"checkpoint_gib": self.checkpoint_gib()}))
+        return launched_job(contract, run)[0]
 
     def output_dir(self, job: dict, overrides: CpuOverrides) -> Path:
         """Where the job's rank 0 writes its records and checkpoints, moved to the local volume."""
@@ -81,6 +80,18 @@ class RehearsedWorkload:
         """SIGKILL to a worker of the last agent, as an OOM kill would."""
         (worker, *_) = workers_of(agents.agents[-1].process.pid, self.kill_module)
         os.kill(worker, signal.SIGKILL)
+
+
+def titan_cpu_checkpoint_gib() -> float:
+    """The CPU recipe's checkpoint (``DEBUG_MODEL_OPTIONS``' config) in GiB: its model as TorchTitan builds it, on the
+    meta device (no memory), in the layout ``TitanRecipe.checkpoint_bytes`` counts."""
+    import torch
+
+    from training import titan_configs
+
+    with torch.device("meta"):
+        model = titan_configs.llama3_debugmodel_sdpa().model_spec.model.build()
+    return sum(parameter.numel() for parameter in model.parameters()) * BYTES_PER_PARAMETER / 1024**3
 
 
 def bert_training(request: RehearsalRequest) -> dict[str, str]:
@@ -110,5 +121,6 @@ WORKLOADS = {
         output_flag="--dump_folder",
         saved=lambda dump_folder: complete_checkpoints(dump_folder / "checkpoint"),
         kill_module=MODULE,
+        checkpoint_gib=titan_cpu_checkpoint_gib,
     ),
 }

@@ -8,6 +8,7 @@ directory standing in for the FSx mount), and the training module's device, mode
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -89,12 +90,19 @@ class CpuOverrides:
         return mount.sub(lambda m: m.group(1) + str(self.fsx_root), value)
 
 
+def workers_of(agent: int, module: str = "") -> list[int]:
+    """The training workers torchrun (pid ``agent``) started: its children running ``module`` (any, by default)."""
+    children = [int(pid) for task in Path(f"/proc/{agent}/task").iterdir() for pid in (task / "children").read_text().split()]
+    return [pid for pid in children if module.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
 @dataclass
 class Agent:
     task: str
     process: subprocess.Popen
     log: Path
     reported: bool = False  # its end was given to the job's lifecycle (``jobs.rehearsal``)
+    node_lost: bool = False  # its node went with it: no container reported an end (``Rehearsal.lose``)
 
     @property
     def pod_exit_code(self) -> int | None:
@@ -183,10 +191,25 @@ class Rehearsal:
             try:
                 agent.process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                agent.process.kill()
-                agent.process.wait()
+                self._kill(agent)
                 killed = True
         return killed
+
+    @staticmethod
+    def _kill(agent: Agent) -> None:
+        """SIGKILL to the agent and its workers, as the kubelet's kill ends every process of the container."""
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a worker that ended first
+            for worker in workers_of(agent.process.pid):
+                os.kill(worker, signal.SIGKILL)
+        agent.process.kill()
+        agent.process.wait()
+
+    def lose(self) -> None:
+        """Every agent's node gone at once, as an instance ends: SIGKILL to each agent's workers and to the agent."""
+        for agent in self.agents:
+            if agent.process.poll() is None:
+                self._kill(agent)
+                agent.node_lost = True
 
     def stop(self) -> None:
         for agent in self.agents:

@@ -13,6 +13,21 @@ from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, StrictSt
 
 from jobs.rehearsal.local_agents import TINY_CPU_TRAINING
 from jobs.rehearsal.volcano_lifecycle import JobStatus
+from trainium_eks.karpenter_termination import DISRUPTIONS
+
+KEPT_NODES = tuple(name for name, disruption in DISRUPTIONS.items() if disruption.voluntary_reason)
+
+# The disruptions done at a step (``jobs.rehearsal.disruptions.KINDS`` but the crashes, which --kill-at and
+# --crash-at-start do).
+NODE_DISRUPTIONS = Literal[
+    "capacity-block-expiry",
+    "interruption",
+    "node-repair",
+    "consolidation",
+    "manual-drain",
+    "checkpoint-overrun",
+    "hard-node-loss",
+]
 
 CHECKPOINT_EVERY = int(TINY_CPU_TRAINING["--checkpoint-every"])
 
@@ -30,7 +45,9 @@ class RehearsalRequest(BaseModel):
     drain_at: PositiveInt | None = None
     drains: PositiveInt = 1  # with drain_at: this many drains, each once drain_at steps trained since the last resume
     crash_at_start: bool = False
-    etcd_members: Literal[1, 3, 5] = 1
+    # A way a node goes or a drain overruns (``jobs.rehearsal.disruptions``), done to the agents at --drain-at.
+    disruption: NODE_DISRUPTIONS | None = None
+    etcd_members: Literal[1, 3, 5] | None = None  # None: the stack's etcdMembers
     node_group: StrictStr | None = None
     timeout: PositiveFloat = 900.0
 
@@ -45,6 +62,8 @@ class RehearsalRequest(BaseModel):
                 "--crash-at-start: the BERT script fails on purpose (--fail-at-step) and TorchTitan's does not; "
                 "use --workload bert"
             )
+        if self.disruption is not None and self.drain_at is None:
+            raise ValueError(f"--disruption {self.disruption}: give --drain-at STEP too, the step it comes after")
         if self.drains > 1 and self.drain_at is None:
             raise ValueError(f"--drains {self.drains}: give --drain-at STEP too, the steps trained between drains")
         for flag, step, verb in (("--kill-at", self.kill_at, "kill"), ("--drain-at", self.drain_at, "drain")):
@@ -63,8 +82,9 @@ class RehearsalRequest(BaseModel):
         return self
 
     def drain_due(self, drained: int) -> bool:
-        """Whether a drain is still to come once ``drained`` were sent."""
-        return self.drain_at is not None and drained < self.drains
+        """Whether a drain (or a --disruption) is still to come once ``drained`` were sent: none for a disruption
+        Karpenter never does to a node a job runs on, whose run goes on untouched."""
+        return self.drain_at is not None and drained < self.drains and self.disruption not in KEPT_NODES
 
 
 @dataclass(frozen=True)
@@ -80,11 +100,13 @@ class DrainEvent:
 
 @dataclass(frozen=True)
 class JobRun:
-    """How the rehearsed Volcano Job ended under its lifecycle, its maxRetry, and torchrun's --max-restarts in it."""
+    """How the rehearsed Volcano Job ended under its lifecycle, its maxRetry, torchrun's --max-restarts in it and the
+    job restarts after crashes in a row its agents allow (``training.crash_budget``)."""
 
     status: JobStatus
     max_retry: int
     crash_budget: int
+    crash_restarts: int
 
 
 @dataclass(frozen=True)
@@ -115,7 +137,11 @@ class Outcome:
     drained_at_step: int | None = None  # the last step trained before the first drained job restarted
     steps_lost: int | None = None  # steps trained before a drain that the resumed job trains again, all drains'
     drain_to_step_seconds: float | None = None  # from the first SIGTERM to the first step trained after its restart
+    disruption: str | None = None  # --disruption: the kind done at --drain-at
+    steps_allowed: int = 0  # steps a disruption may cost: 0 where the pods were warned, else a checkpoint interval
+    phase_after_disruption: str | None = None  # the job's phase once Volcano saw the first disruption's pods end
     crash_budget: int | None = None  # --crash-at-start: torchrun's --max-restarts in the job
+    crash_restarts: int | None = None  # --crash-at-start: the job restarts after crashes in a row its agents allow
     worker_starts: int | None = None  # --crash-at-start: the times the workers started (and crashed)
 
     @property
@@ -129,7 +155,7 @@ class Outcome:
             return f"an agent exited with {max(self.agents_exit)}"
         if len(self.drains) < self.drains_wanted:
             return f"the agents ended before drain {len(self.drains) + 1} of {self.drains_wanted} was due"
-        killed = [drain for drain in self.drains if drain.killed]
+        killed = [drain for drain in self.drains if drain.killed and self.disruption is None]  # a disruption's kill is its own
         if killed:
             return f"an agent outlived the {killed[0].grace_seconds} s grace period after SIGTERM and was killed"
         if not self.steps_trained or self.steps_trained[-1] != self.steps_wanted:
@@ -149,10 +175,11 @@ class Outcome:
     def _crash_problem(self) -> str | None:
         if self.job_phase != "Terminated":
             return f"the job crashing at every start ended {self.job_phase}, not Terminated"
-        if self.worker_starts != self.crash_budget + 1:
+        allowed = (self.crash_budget + 1) * (self.crash_restarts + 1)
+        if self.worker_starts != allowed or self.job_retry_count != self.crash_restarts:
             return (
-                f"the workers started {self.worker_starts} times; torchrun's --max-restarts={self.crash_budget} "
-                f"allows {self.crash_budget + 1}"
+                f"the workers started {self.worker_starts} times in {self.job_retry_count + 1} job runs; torchrun's "
+                f"--max-restarts={self.crash_budget} in each of {self.crash_restarts + 1} allows {allowed}"
             )
         return None
 
@@ -162,8 +189,8 @@ class Outcome:
             return f"training never restarted after the SIGTERM after step {first}"
         if self.drained_at_step < first:
             return f"the workers stopped after step {self.drained_at_step}, before the SIGTERM after step {first}"
-        if self.steps_lost:
-            return f"{self.steps_lost} steps lost over {len(self.drains)} drain(s)"
+        if self.steps_lost and self.steps_lost > self.steps_allowed:
+            return f"{self.steps_lost} steps lost over {len(self.drains)} drain(s), more than {self.steps_allowed}"
         return None
 
     @property
@@ -193,7 +220,8 @@ class Outcome:
             )
         if self.crash_budget is not None:
             lines.append(
-                f"a worker crashed at each of {self.worker_starts} starts; torchrun's --max-restarts={self.crash_budget}"
+                f"a worker crashed at each of {self.worker_starts} starts: torchrun's --max-restarts={self.crash_budget} "
+                f"in each of {self.job_retry_count + 1} job runs (the crash budget: {self.crash_restarts} job restarts)"
             )
         lines.append(f"Volcano: job {self.job_phase}, retryCount {self.job_retry_count} of maxRetry {self.job_max_retry}")
         lines.append("PASSED" if self.passed else f"FAILED: {self.problem}")
@@ -245,6 +273,8 @@ def outcome(
     saved: Iterable[int],
     job: JobRun,
     drains: list[DrainEvent] = (),
+    steps_allowed: int = 0,
+    phase_after: str | None = None,
 ) -> Outcome:
     """The verdict on a run's records, its last agents' exit codes, the checkpoints ``saved`` on the volume, the Volcano
     Job's run (``job``) and the ``drains`` sent."""
@@ -267,7 +297,11 @@ def outcome(
                 "steps_lost": sum(records[index - 1]["step"] - records[index]["resumed_from"] for index in found),
                 "drain_to_step_seconds": resumed["time"] - drains[0].sent_at,
             }
-    crashes = {"crash_budget": job.crash_budget, "worker_starts": len(found) + bool(records)} if request.crash_at_start else {}
+    crashes = (
+        {"crash_budget": job.crash_budget, "crash_restarts": job.crash_restarts, "worker_starts": len(found) + bool(records)}
+        if request.crash_at_start
+        else {}
+    )
     return Outcome(
         nodes=request.nodes,
         workers_per_node=request.workers_per_node,
@@ -282,8 +316,11 @@ def outcome(
         job_max_retry=job.max_retry,
         kill_at=request.kill_at,
         drain_at=request.drain_at,
-        drains_wanted=request.drains if request.drain_at is not None else 0,
+        drains_wanted=request.drains if request.drain_due(0) else 0,
         drains=list(drains),
+        disruption=request.disruption,
+        steps_allowed=steps_allowed,
+        phase_after_disruption=phase_after,
         **interrupted,
         **crashes,
     )

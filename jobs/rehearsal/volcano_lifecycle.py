@@ -8,9 +8,14 @@ Sources, all under ``pkg/`` of volcano-sh/volcano at release-1.15:
   and an exit code or neither, exit code 0, an event or exit code twice, and an event or action a job may not name
   (policyEventMap, policyActionMap, 30-60); ``webhooks/admission/jobs/mutate/mutate_job.go`` (161-164) makes a
   maxRetry of 0 the default 3.
-- the event of a pod's end: ``controllers/job/job_controller_handler.go`` updatePod (269-301): a pod turning Failed
-  is PodFailed with its first container's exit code, one turning Succeeded is TaskCompleted once every pod of its
-  task has succeeded (else nothing to match); deletePod (377): a deleted pod is PodEvicted (exit code 0).
+- the event of a pod's end: ``controllers/job/job_controller_handler.go`` updatePod (269-301) reacts to the pod's
+  phase alone: a pod turning Failed is PodFailed with its first container's exit code, or 0 where no container
+  reports one (a pod whose node vanished, which Kubernetes' pod garbage collector fails and deletes:
+  ``pkg/controller/podgc/gc_controller.go`` gcOrphaned, markFailedAndDeletePodWithCondition); one turning Succeeded
+  is TaskCompleted once every pod of its task has succeeded (else nothing to match); deletePod (377): a pod deleted
+  before Volcano saw it end is PodEvicted (exit code 0). A pod being deleted (a drain, an eviction) is nothing yet:
+  the job reacts when its container ends, 143 after a drain's checkpoint, 137 when the grace period ran out first.
+  Volcano v1.7.0's updatePod (213-216) still treated a terminating pod as deleted, a PodEvicted at once.
 - the action: ``controllers/job/job_controller_util.go`` applyPolicies (182-284): an event of an older job version
   syncs (212-216); else the task's policies, then the job's, in order, each matched by its events ('*' for any;
   PodPending only with a timeout) or by its exit code; the first match wins; none: SyncJob.
@@ -148,11 +153,21 @@ class JobLifecycle(BaseModel):
 
 @dataclass(frozen=True)
 class PodEnd:
-    """How one pod of the job ended: its container's exit code, or None when the pod was deleted under the job."""
+    """How one pod of the job ended: its container's exit code; or None, with ``how``: ``node-lost`` (failed by the
+    pod garbage collector, no container end) or ``deleted`` (gone before Volcano saw it end)."""
 
     task: str
     version: int  # the job version the pod was created at (its volcano.sh/job-version annotation)
     exit_code: int | None
+    how: Literal["exited", "node-lost", "deleted"] = "exited"
+
+    @classmethod
+    def node_lost(cls, task: str, version: int) -> PodEnd:
+        return cls(task, version, None, "node-lost")
+
+    @classmethod
+    def deleted(cls, task: str, version: int) -> PodEnd:
+        return cls(task, version, None, "deleted")
 
 
 @dataclass(frozen=True)
@@ -168,8 +183,10 @@ class JobStatus:
 
 def event_of(lifecycle: JobLifecycle, status: JobStatus, end: PodEnd) -> tuple[str, int]:
     """The event and exit code Volcano's pod handlers send for ``end`` (updatePod 269-301, deletePod 377)."""
-    if end.exit_code is None:
+    if end.how == "deleted":
         return "PodEvicted", 0
+    if end.how == "node-lost":  # Failed, and no container reports an exit code
+        return "PodFailed", 0
     if end.exit_code != 0:
         return "PodFailed", end.exit_code
     (task,) = [t for t in lifecycle.tasks if t.name == end.task]
@@ -191,10 +208,11 @@ def pod_ended(lifecycle: JobLifecycle, status: JobStatus, end: PodEnd) -> tuple[
         return action, JobStatus(phase, retries, version)
     if action in ENDINGS:
         return action, JobStatus(ENDINGS[action], status.retry_count, status.version + 1)
-    if end.exit_code is None:  # SyncJob creates the deleted pod again (job_controller_actions.go syncJob 444-494)
+    if end.how == "deleted":  # SyncJob creates the deleted pod again (job_controller_actions.go syncJob 444-494)
         return action, status
-    succeeded = (*status.succeeded, end.task) if end.exit_code == 0 else status.succeeded
-    failed = status.failed + (end.exit_code != 0)
+    ok = end.how == "exited" and end.exit_code == 0
+    succeeded = (*status.succeeded, end.task) if ok else status.succeeded
+    failed = status.failed + (not ok)
     phase = status.phase
     if len(succeeded) + failed == lifecycle.replicas:
         phase = "Completed" if len(succeeded) >= lifecycle.min_available else "Failed"

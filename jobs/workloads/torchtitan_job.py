@@ -36,7 +36,7 @@ from jobs.job_building.grace_period import MAX_GRACE_SECONDS, MB, GracePeriod
 from jobs.job_building.paths import run_directory
 from jobs.job_building.platform_job import JobRequest, placement
 from jobs.workloads.default_jobs import TORCHTITAN_DEFAULT_NAME
-from jobs.workloads.titan_config import parse_titan_options, titan_compile_cache
+from jobs.workloads.titan_config import field_value, parse_titan_options, titan_compile_cache
 from jobs.workloads.titan_recipes import RECIPES, TitanRecipe
 from jobs.workloads.workload import TrainingRun, Workload
 from trainium_eks import backends
@@ -60,6 +60,12 @@ def recipe_of(group: NodeGroup) -> TitanRecipe:
     return recipe
 
 
+# TorchTitan's parser takes any int for these (it refuses a checkpoint interval below 1 itself), and a run of -5
+# steps would enter the job and the first-checkpoint estimate: counts of 1 or more, as BERT's options are
+# (``training.options.whole_number``).
+COUNTS = ("training.steps", "training.local_batch_size", "training.seq_len", "metrics.log_freq")
+
+
 def titan_options(contract: PlatformContract, request: JobRequest, recipe: TitanRecipe, group: NodeGroup):
     """TorchTitan's command line, for the cluster and the rehearsal alike: the platform's directories and seed, the
     recipe, then the options the request adds; parsed by TorchTitan (one line if it refuses one), its directories
@@ -78,6 +84,10 @@ def titan_options(contract: PlatformContract, request: JobRequest, recipe: Titan
         *given_options(request),
     ]
     config = parse_titan_options(options)
+    for path in COUNTS:
+        value = field_value(config, path)
+        if value < 1:
+            raise LaunchError(f"-- --{path} {value}: give a whole number of 1 or more, as TorchTitan counts it")
     for flag, value in (
         ("--dump_folder", config.dump_folder),
         ("--hf_assets_path", config.hf_assets_path),

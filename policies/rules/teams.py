@@ -1,6 +1,7 @@
 """Team rules: each team's workspace stays its own. Access in its namespace only, a Role that leaves the platform's
 limits alone, a volume on its own directory of the file system, quotas that together fit the Neuron capacity the
-node groups provide, and a quota and queue that each hold a whole node of every group (``trainium_eks.shares``).
+node groups provide, whole nodes of each group that together fit what the group runs, and a quota and queue that each
+hold a whole node of every group (``trainium_eks.shares``).
 
 Teams are recognised by the label (Kubernetes) or tag (AWS) ``trainium-eks/team`` the platform puts on each of their
 resources.
@@ -8,15 +9,19 @@ resources.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from plan_graph.graph import Graph, Node, dig, known
+from plan_graph.trainium_groups import trainium_groups
 from policies.rules import Violation, describe, shown
 from policies.rules.scheduling import plan_fleet, provisioned_capacity
 from trainium_eks import layout, names, shares, tokens
 from trainium_eks.quantities import quantity
 
 QUOTA_PREFIX = "requests."
+GROUP_NODES_ANNOTATION = layout.TEAM_GROUP_NODES_ANNOTATION
+WHOLE_NUMBER = re.compile(r"\A[0-9]+\Z")  # what CEL's int() reads, never negative
 READ_VERBS = frozenset({"get", "list", "watch"})
 # What holds a team to its share and its network, which a team's Role may read but never change: its quota and
 # NetworkPolicies, the Volcano queues and the PodGroups that hold a job's place in them.
@@ -242,6 +247,7 @@ def team_quotas_within_capacity(graph: Graph, config: dict) -> Iterator[Violatio
                 )
             elif key.startswith(QUOTA_PREFIX):
                 amounts[team][key.removeprefix(QUOTA_PREFIX)] = amount
+    yield from _group_nodes_fit(graph)
     capacity = provisioned_capacity(graph)
     if capacity is None or not amounts:
         return
@@ -255,6 +261,41 @@ def team_quotas_within_capacity(graph: Graph, config: dict) -> Iterator[Violatio
                 f"the teams' quotas add up to {shown(float(total))} {resource} ({by_team}) but the node groups provide "
                 f"{provided} at their maximum size; lower the teams' neuronShare or raise maxSize",
             )
+
+
+def _group_nodes_fit(graph: Graph) -> Iterator[Violation]:
+    """The teams' whole nodes of each group (their namespaces' GROUP_NODES_ANNOTATION) add up to what the group runs:
+    an elastic group's maxSize, a managed group's desiredSize (the nodes it runs until the stack scales it), so that
+    every team's nodes of the group fit it at once (docs/teams.md, "Capacity")."""
+    granted: dict[str, list[tuple[str, int, Node]]] = {}  # group -> (team, nodes, namespace)
+    for namespace in graph.of_type(tokens.K8S_NAMESPACE):
+        annotations, team = dig(namespace.props, "metadata", "annotations"), team_of(namespace)
+        if not team or not isinstance(annotations, dict):
+            continue
+        for key, value in annotations.items():
+            if not key.startswith(GROUP_NODES_ANNOTATION) or not known(value):
+                continue
+            if not (isinstance(value, str) and WHOLE_NUMBER.match(value)):
+                yield Violation(
+                    namespace.urn,
+                    f"{describe(namespace)} of team {team} sets {key} to {value!r}, which is no whole number of nodes; "
+                    "the platform writes floor(neuronShare x maxSize) there, as digits",
+                )
+                continue
+            granted.setdefault(key.removeprefix(GROUP_NODES_ANNOTATION), []).append((team, int(value), namespace))
+    for group in trainium_groups(graph):
+        runs, size = (group.max_size, "maxSize") if group.elastic else (group.desired_size, "desiredSize")
+        held = granted.get(group.name or "", [])
+        total = sum(nodes for _, nodes, _ in held)
+        if runs is None or total <= runs:
+            continue
+        by_team = ", ".join(f"{team} {nodes}" for team, nodes, _ in held)
+        yield Violation(
+            held[0][2].urn,
+            f"the teams' whole nodes of node group {group.name} add up to {total} ({by_team}), but the group runs "
+            f"{runs} ({size}); lower the teams' neuronShare or raise the group's {size}, so that each team's nodes are "
+            "there when it trains",
+        )
 
 
 def _limits(amounts: object, prefix: str) -> dict:

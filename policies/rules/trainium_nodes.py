@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from plan_graph.graph import Graph, Node, dig, is_unknown, known
 from plan_graph.trainium_groups import NEURON_AMI_ALIAS_FAMILY, TrainiumGroup, trainium_groups
 from policies.rules import Violation, describe
-from trainium_eks import layout, versions
+from trainium_eks import karpenter_termination, layout, versions
 
 NEURON_AMI_TYPES = ("AL2023_x86_64_NEURON",)
 NEURON_TAINT = (layout.NEURON_TAINT_KEY, layout.NEURON_TAINT_VALUE)
@@ -150,8 +150,12 @@ def neuron_taint(graph: Graph, config: dict) -> Iterator[Violation]:
 
 
 def pool_keeps_busy_nodes(graph: Graph, config: dict) -> Iterator[Violation]:
-    """Karpenter docs, Disruption: WhenEmpty consolidates only nodes without workload pods; expiration is forceful and
-    ignores karpenter.sh/do-not-disrupt; with a terminationGracePeriod, drift and expiry force-delete such pods."""
+    """An elastic pool takes no node from a running job by choice, and drains each training pod in full when it must
+    take one (``trainium_eks.karpenter_termination`` models both, with the Karpenter lines it follows): it
+    consolidates ``WhenEmpty`` only, never expires nodes, holds drift at a budget of 0 nodes (a
+    terminationGracePeriod lets drift past do-not-disrupt pods), and sets the terminationGracePeriod after which the
+    do-not-disrupt pods of a node Karpenter must take are deleted, each its own grace period before: on a Capacity
+    Block's node within the block's drain window, elsewhere at least the longest grace period the launcher sets."""
     for group in trainium_groups(graph):
         if not group.elastic:
             continue
@@ -167,10 +171,49 @@ def pool_keeps_busy_nodes(graph: Graph, config: dict) -> Iterator[Violation]:
                     f"{describe(group.node)} sets {path} to {value!r}, which can take a node from a running training "
                     f"job; set it to {fix}",
                 )
-        grace = dig(spec, "template", "spec", "terminationGracePeriod")
-        if grace is not None and not is_unknown(grace):
+        budgets = dig(spec, "disruption", "budgets")
+        if known(budgets) and not _holds_drift(budgets):
             yield Violation(
                 group.node.urn,
-                f"{describe(group.node)} sets template.spec.terminationGracePeriod {grace!r}, after which Karpenter "
-                "force-deletes the training pods of a drifted node; remove it",
+                f"{describe(group.node)} lets drift replace a node a training job runs on (its terminationGracePeriod "
+                'takes drift past karpenter.sh/do-not-disrupt); add disruption.budgets {nodes: "0", reasons: [Drifted]}',
             )
+        problem = _grace_problem(dig(spec, "template", "spec", "terminationGracePeriod"), group.in_capacity_block())
+        if problem:
+            yield Violation(group.node.urn, f"{describe(group.node)} {problem}")
+
+
+def _holds_drift(budgets) -> bool:
+    """Whether a budget of 0 nodes applies to Drifted (one without reasons applies to every reason)."""
+    return isinstance(budgets, list) and any(
+        isinstance(b, dict) and b.get("nodes") in ("0", "0%") and "Drifted" in (b.get("reasons") or ["Drifted"]) for b in budgets
+    )
+
+
+def _grace_problem(grace, capacity_block: bool) -> str | None:
+    """What is wrong with a pool's terminationGracePeriod, in words with the fix; None where it is right."""
+    if is_unknown(grace):
+        return None
+    wanted = karpenter_termination.pool_termination_grace_seconds(capacity_block)
+    fix = f'set template.spec.terminationGracePeriod to "{wanted}s"'
+    if grace is None:
+        return (
+            "sets no template.spec.terminationGracePeriod, so Karpenter never deletes the karpenter.sh/do-not-disrupt "
+            "training pods of a node it must take (a Capacity Block's end, an interruption): the instance goes with "
+            f"them still training and the run loses every step since its last checkpoint; {fix}"
+        )
+    seconds = karpenter_termination.duration_seconds(grace) if isinstance(grace, str) else None
+    if seconds is None:
+        return f"sets template.spec.terminationGracePeriod to {grace!r}, not a duration; {fix}"
+    if capacity_block and seconds > wanted:
+        return (
+            f"sets template.spec.terminationGracePeriod {grace!r} on a Capacity Block's nodes: EC2 terminates them "
+            f"{wanted} s after Karpenter starts their drain, before the pods' deletion at that period less their grace "
+            f"period ends; {fix}"
+        )
+    if seconds < wanted:
+        return (
+            f"sets template.spec.terminationGracePeriod {grace!r}, shorter than the {wanted} s grace period the "
+            f"launcher may give a training pod there, whose drain Karpenter would cut short; {fix}"
+        )
+    return None
