@@ -18,7 +18,7 @@ from trainium_eks import karpenter_termination as kt
 from trainium_eks.contract import PlatformContract
 
 DRAINED = ("scheduled-change", "nodepool-deletion", "manual-drain")
-KEPT = ("drift", "consolidation")
+KEPT = ("drift", "consolidation", "expiry")
 NO_WARNING = ("node-repair", "instance-status-failure", "hard-node-loss")
 PLANS = [(stack, False) for stack in STACKS] + [(stack, True) for stack in ("dev", "staging", "prod")]
 
@@ -96,6 +96,16 @@ def test_a_termination_grace_period_without_a_drift_budget_lets_drift_take_a_bus
     assert kt.pod_fate(kt.DISRUPTIONS["drift"], pool, 450, do_not_disrupt=True).node_taken
     held = kt.Pool(termination_grace=540, drift_blocked=True, consolidation_policy="WhenEmpty", expire_after="Never")
     assert not kt.pod_fate(kt.DISRUPTIONS["drift"], held, 450, do_not_disrupt=True).node_taken
+
+
+def test_expiry_and_underutilized_consolidation_would_take_a_node_the_platforms_pools_keep():
+    """What the pool's expireAfter: Never and WhenEmpty keep off: expiry is forceful, and consolidating an
+    underutilized node evicts a pod without do-not-disrupt."""
+    expiring = kt.Pool(termination_grace=540, drift_blocked=True, consolidation_policy="WhenEmpty", expire_after="720h")
+    assert kt.pod_fate(kt.DISRUPTIONS["expiry"], expiring, 450, do_not_disrupt=True).node_taken
+    packing = kt.Pool(540, True, "WhenEmptyOrUnderutilized", "Never")
+    assert kt.pod_fate(kt.DISRUPTIONS["consolidation"], packing, 450, do_not_disrupt=False).node_taken
+    assert not kt.pod_fate(kt.DISRUPTIONS["consolidation"], packing, 450, do_not_disrupt=True).node_taken
 
 
 def test_a_grace_period_longer_than_the_pools_is_cut_short():

@@ -107,6 +107,7 @@ DISRUPTIONS = {
         ),
         Disruption("drift", "karpenter", voluntary_reason="Drifted", source="core disruption/drift.go, types.go 189-196"),
         Disruption("consolidation", "karpenter", voluntary_reason="Empty", source="core disruption/emptiness.go 117"),
+        Disruption("expiry", "karpenter", source="core nodeclaim/expiration/controller.go (expireAfter; forceful)"),
         Disruption("manual-drain", "kubectl", source="kubectl drain: the Eviction API, with the pod's grace period"),
         Disruption("hard-node-loss", "ec2", instance_gone_after=0.0, source="the instance ends with no warning"),
     )
@@ -162,8 +163,16 @@ class PodFate:
 def pod_fate(disruption: Disruption, pool: Pool, grace_seconds: int, do_not_disrupt: bool) -> PodFate:
     """What ``disruption`` does to a busy node of ``pool`` and its training pod (``grace_seconds`` its
     terminationGracePeriodSeconds; ``do_not_disrupt`` its annotation)."""
-    if disruption.voluntary_reason == "Empty" or (disruption.name == "drift" and not _drifts(pool, do_not_disrupt)):
-        return PodFate(node_taken=False, grace_seconds=grace_seconds)  # a job's node is not empty
+    # A job's node is not empty, and only Underutilized consolidation (graceful: never past do-not-disrupt) takes a
+    # busy node; drift only as ``_drifts`` says; expiry only where the pool expires nodes at all.
+    consolidated = pool.consolidation_policy == "WhenEmptyOrUnderutilized" and not do_not_disrupt
+    kept = (
+        (disruption.voluntary_reason == "Empty" and not consolidated)
+        or (disruption.name == "drift" and not _drifts(pool, do_not_disrupt))
+        or (disruption.name == "expiry" and pool.expire_after == "Never")
+    )
+    if kept:
+        return PodFate(node_taken=False, grace_seconds=grace_seconds)
     gone = disruption.instance_gone_after
     if disruption.actor != "karpenter" or not do_not_disrupt:
         sigterm, grace = 0.0, float(grace_seconds)  # evicted at once, with its own grace period
@@ -204,5 +213,5 @@ def disruption_summary(grace_seconds: int, capacity_block: bool) -> str:
     lost = [name for name in fates if name not in drained and name not in kept]
     return (
         f"a {grace_seconds} s drain loses no step on {', '.join(drained)}; the run resumes from its last checkpoint "
-        f"after {', '.join(lost)}; {' and '.join(kept)} never take a node from it"
+        f"after {', '.join(lost)}; {', '.join(kept)} never take a node from it"
     )
