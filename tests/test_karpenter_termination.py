@@ -123,6 +123,20 @@ def test_the_capacity_block_window_is_ten_minutes_less_the_controllers_polling()
     assert ultraserver < 0
 
 
+@pytest.mark.parametrize(
+    ("budgets", "held"),
+    [
+        ([{"nodes": "0", "reasons": ["Drifted"]}], True),
+        ([{"nodes": "0"}], True),  # no reasons: every reason
+        ([{"nodes": "0", "reasons": []}], False),  # an empty list: none (a non-nil slice in Go)
+        ([{"nodes": "0", "reasons": ["Empty"]}], False),
+        ([{"nodes": "10%"}], False),
+    ],
+)
+def test_drift_is_held_only_by_a_zero_budget_that_applies_to_drifted(budgets, held):
+    assert kt.drift_held(budgets) is held
+
+
 @pytest.mark.parametrize(("text", "seconds"), [("540s", 540), ("86400s", 86400), ("1h30m", 5400), ("9m", 540)])
 def test_pool_durations_read_as_the_crd_spells_them(text, seconds):
     assert kt.duration_seconds(text) == seconds

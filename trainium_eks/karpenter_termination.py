@@ -119,6 +119,16 @@ def duration_seconds(text: str) -> int:
     return sum(int(count) * UNIT_SECONDS[unit] for count, unit in re.findall(r"([0-9]+)([smh])", text))
 
 
+def drift_held(budgets: Any) -> bool:
+    """Whether a NodePool's ``disruption.budgets`` hold drift at 0 nodes: a budget of "0" (or "0%") that applies to
+    Drifted, as one with no reasons does, and one with an empty list does not (core nodepool.go
+    GetAllowedDisruptionsByReason 372: ``budget.Reasons == nil || lo.Contains(budget.Reasons, reason)``)."""
+    return isinstance(budgets, list) and any(
+        isinstance(b, dict) and b.get("nodes") in ("0", "0%") and (b.get("reasons") is None or "Drifted" in b["reasons"])
+        for b in budgets
+    )
+
+
 @dataclass(frozen=True)
 class Pool:
     """What of a NodePool's spec decides how its nodes go."""
@@ -133,7 +143,7 @@ class Pool:
         template = spec["template"]["spec"]
         disruption = spec.get("disruption", {})
         budgets = disruption.get("budgets", [{"nodes": "10%"}])  # the CRD's default budget
-        blocked = any(b["nodes"] in ("0", "0%") and "Drifted" in b.get("reasons", ["Drifted"]) for b in budgets)
+        blocked = drift_held(budgets)
         grace = template.get("terminationGracePeriod")
         return cls(
             None if grace is None else duration_seconds(grace),

@@ -172,7 +172,7 @@ def pool_keeps_busy_nodes(graph: Graph, config: dict) -> Iterator[Violation]:
                     f"job; set it to {fix}",
                 )
         budgets = dig(spec, "disruption", "budgets")
-        if known(budgets) and not _holds_drift(budgets):
+        if known(budgets) and not karpenter_termination.drift_held(budgets):
             yield Violation(
                 group.node.urn,
                 f"{describe(group.node)} lets drift replace a node a training job runs on (its terminationGracePeriod "
@@ -181,13 +181,6 @@ def pool_keeps_busy_nodes(graph: Graph, config: dict) -> Iterator[Violation]:
         problem = _grace_problem(dig(spec, "template", "spec", "terminationGracePeriod"), group.in_capacity_block())
         if problem:
             yield Violation(group.node.urn, f"{describe(group.node)} {problem}")
-
-
-def _holds_drift(budgets) -> bool:
-    """Whether a budget of 0 nodes applies to Drifted (one without reasons applies to every reason)."""
-    return isinstance(budgets, list) and any(
-        isinstance(b, dict) and b.get("nodes") in ("0", "0%") and "Drifted" in (b.get("reasons") or ["Drifted"]) for b in budgets
-    )
 
 
 def _grace_problem(grace, capacity_block: bool) -> str | None:
