@@ -78,10 +78,15 @@ constraints:
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) $(MERMAID_DIR)/node_modules .pytest_cache .hypothesis
 
-## bench: engine speed figures (check --all, large generated stacks) and job recovery timings
+## bench: engine speed figures (check --all, large generated stacks, diff against HEAD and HEAD~1), the infrastructure
+##        set's install from an empty pip cache and its size, and job recovery timings; with BENCH_MAKE_TEST=1 also
+##        `make test` from a fresh clone (about 25 minutes more)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_preflight
+	$(BIN)/python -m benchmarks.bench_diff
+	$(BIN)/python -m benchmarks.bench_install
 	$(BIN)/python -m benchmarks.bench_recovery
+	$(if $(BENCH_MAKE_TEST),$(BIN)/python -m benchmarks.bench_make_test)
 
 ## image: build and push every image to the stack's ECR repository: each training stack's and the data shell, tagged
 ##        as trainium_eks/versions.py says (`python -m trainium_eks.images` lists them; needs Docker and AWS credentials)

@@ -8,11 +8,11 @@ flags. Prints figures; asserts nothing. Run with `make bench` (or `python -m ben
 
 from __future__ import annotations
 
-import platform
 import statistics
 import tempfile
 from pathlib import Path
 
+from benchmarks.measure import machine
 from jobs.rehearsal import rehearsal_job, rehearse
 from jobs.rehearsal.report import Outcome, RehearsalRequest
 from preflight import engine, stackfile
@@ -26,7 +26,7 @@ DRAIN = RehearsalRequest(steps=30, drain_at=12, etcd_members=3)  # drained at st
 
 def main() -> None:
     contract = PlatformContract.from_outputs(engine.evaluate(stackfile.load(STACK)).outputs)
-    print(f"machine: {platform.machine()}, Python {platform.python_version()}")
+    print(machine())
     kills = runs(contract, REQUEST)
     drains = runs(contract, DRAIN)
     starts = [o.first_step_seconds for o in kills + drains]

@@ -1,5 +1,8 @@
 """The baseline of `preflight diff --against REF`: the stack evaluated with the program and stack file as committed
-at a git ref, in a separate process on an extracted copy of that commit."""
+at a git ref, in a separate process on an extracted copy of that commit.
+
+``start`` sets that process going and returns at once, so that the caller can evaluate the working tree's side
+meanwhile (the two take about as long, and a machine with two cores runs them side by side); ``plan_at_ref`` waits."""
 
 from __future__ import annotations
 
@@ -48,8 +51,42 @@ def _last_line(output: bytes | str, default: str) -> str:
     return (text.strip().splitlines() or [default])[-1]
 
 
-def plan_at_ref(repo: Path, ref: str, stack: str) -> dict:
-    """Evaluate ``stack`` with the program and stack file as they are at git ``ref``, in a separate process."""
+class RefEvaluation:
+    """``stack`` being evaluated at git ``ref`` in a separate process; ``plan`` waits for its plan. Leaving the
+    ``with`` block stops the process if it still runs and removes the extracted commit."""
+
+    def __init__(self, ref: str, stack: str, directory: tempfile.TemporaryDirectory, process: subprocess.Popen):
+        self.ref, self.stack, self.directory, self.process = ref, stack, directory, process
+
+    def plan(self) -> dict:
+        """The plan as `plan --json` prints it at the ref."""
+        self.process.wait()
+        # The output goes to files, not pipes: a pipe the caller does not read while it evaluates its own side
+        # would stop the process at its first 64 KiB of JSON.
+        output = Path(self.directory.name)
+        if self.process.returncode != 0:
+            stderr = (output / "stderr").read_text(errors="replace")
+            raise RefError(f"--against {self.ref}: evaluating {self.stack} there failed: {_last_line(stderr, 'no output')}")
+        try:
+            return json.loads((output / "stdout").read_text())
+        except ValueError:
+            raise RefError(
+                f"--against {self.ref}: evaluating {self.stack} there printed no plan; is it a version of this project?"
+            ) from None
+
+    def __enter__(self) -> RefEvaluation:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.directory.cleanup()
+
+
+def start(repo: Path, ref: str, stack: str) -> RefEvaluation:
+    """Start evaluating ``stack`` with the program and stack file as they are at git ``ref``; a ref that names no
+    commit fails here, an evaluation that fails at the ref in ``plan``."""
     resolved = _git(repo, check_ref(ref), "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
     if resolved.returncode != 0:
         reason = _last_line(resolved.stderr, "no such commit")
@@ -58,21 +95,28 @@ def plan_at_ref(repo: Path, ref: str, stack: str) -> dict:
     archive = _git(repo, ref, "archive", "--format=tar", "--end-of-options", commit)
     if archive.returncode != 0:
         raise RefError(f"--against {ref}: git archive of {commit} failed ({_last_line(archive.stderr, 'no output')})")
-    with tempfile.TemporaryDirectory(prefix="preflight-diff-") as tree:
+    directory = tempfile.TemporaryDirectory(prefix="preflight-diff-")
+    try:
+        output, tree = Path(directory.name), Path(directory.name) / "tree"
         with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
             tar.extractall(tree, filter="data")
         # the stack file as committed, not a directory of stack files this process was pointed at
         environment = {k: v for k, v in os.environ.items() if k != stackfile.STACK_DIR_VARIABLE}
-        result = subprocess.run(
-            [sys.executable, "-m", "preflight", "plan", "--json", "--", stack],
-            cwd=tree,
-            env=environment,
-            capture_output=True,
-            text=True,
-        )
-    if result.returncode != 0:
-        raise RefError(f"--against {ref}: evaluating {stack} there failed: {_last_line(result.stderr, 'no output')}")
-    try:
-        return json.loads(result.stdout)
-    except ValueError:
-        raise RefError(f"--against {ref}: evaluating {stack} there printed no plan; is it a version of this project?") from None
+        with open(output / "stdout", "wb") as stdout, open(output / "stderr", "wb") as stderr:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "preflight", "plan", "--json", "--", stack],
+                cwd=tree,
+                env=environment,
+                stdout=stdout,
+                stderr=stderr,
+            )
+    except BaseException:
+        directory.cleanup()
+        raise
+    return RefEvaluation(ref, stack, directory, process)
+
+
+def plan_at_ref(repo: Path, ref: str, stack: str) -> dict:
+    """Evaluate ``stack`` with the program and stack file as they are at git ``ref``, in a separate process."""
+    with start(repo, ref, stack) as evaluation:
+        return evaluation.plan()

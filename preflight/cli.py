@@ -169,11 +169,14 @@ def run_diff(args: argparse.Namespace) -> int:
         baseline.check_ref(args.against)
     proposed = stackfile.load(args.stack, args.stack_file)
     policy_config = check.load_policy_config(args.stack) if args.format == "markdown" else None
-    # annotated with the cost estimate, as `plan --json` prints them (and plan_at_ref reads them)
-    current = analysis.annotate(engine.evaluate(proposed).to_json())
     if baseline_settings is None:
-        before = baseline.plan_at_ref(stackfile.REPO_ROOT, args.against, args.stack)
+        # the ref's side runs in its own process meanwhile: on two cores the two evaluations take the time of one
+        with baseline.start(stackfile.REPO_ROOT, args.against, args.stack) as at_ref:
+            current = analysis.annotate(engine.evaluate(proposed).to_json())
+            before = at_ref.plan()
     else:
+        # annotated with the cost estimate, as `plan --json` prints them (and the ref's side reads them)
+        current = analysis.annotate(engine.evaluate(proposed).to_json())
         before = analysis.annotate(engine.evaluate(baseline_settings).to_json())
     impact = diff.compare(before, current)
     if args.format == "json":
