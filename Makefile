@@ -80,7 +80,7 @@ clean:
 
 ## bench: engine speed figures (check --all, large generated stacks, diff against HEAD and HEAD~1), the infrastructure
 ##        set's install from an empty pip cache and its size, and job recovery timings; with BENCH_MAKE_TEST=1 also
-##        `make test` from a fresh clone (about 25 minutes more)
+##        `make test` from a fresh clone (as long as the suite takes: README, "Engine speed")
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_preflight
 	$(BIN)/python -m benchmarks.bench_diff

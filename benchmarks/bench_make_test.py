@@ -2,8 +2,8 @@
 virtualenvs and Mermaid's parser it builds (.venv with the full set, .venv-checkov, tests/mermaid/node_modules; pip
 and npm use their caches as they would on a developer's machine), then the lint and the test suite, each timed.
 
-Slow (about 25 minutes on 2 cores), so `make bench` runs it only with BENCH_MAKE_TEST=1. Prints figures; asserts
-nothing. Run with `python -m benchmarks.bench_make_test`.
+Slow (as long as the suite: README, "Engine speed"), so `make bench` runs it only with BENCH_MAKE_TEST=1. Prints
+figures; asserts nothing. Run with `python -m benchmarks.bench_make_test`.
 """
 
 from __future__ import annotations

@@ -175,7 +175,7 @@ def run_diff(args: argparse.Namespace) -> int:
             current = analysis.annotate(engine.evaluate(proposed).to_json())
             before = at_ref.plan()
     else:
-        # annotated with the cost estimate, as `plan --json` prints them (and the ref's side reads them)
+        # both annotated with the cost estimate, as `plan --json` prints a plan at a ref
         current = analysis.annotate(engine.evaluate(proposed).to_json())
         before = analysis.annotate(engine.evaluate(baseline_settings).to_json())
     impact = diff.compare(before, current)
