@@ -2,7 +2,7 @@
 at a git ref, in a separate process on an extracted copy of that commit.
 
 ``start`` sets that process going and returns at once, so that the caller can evaluate the working tree's side
-meanwhile (the two take about as long, and a machine with two cores runs them side by side); ``plan_at_ref`` waits."""
+meanwhile (the two take about as long, and a machine with two cores runs them side by side); its ``plan`` waits."""
 
 from __future__ import annotations
 
@@ -114,9 +114,3 @@ def start(repo: Path, ref: str, stack: str) -> RefEvaluation:
         directory.cleanup()
         raise
     return RefEvaluation(ref, stack, directory, process)
-
-
-def plan_at_ref(repo: Path, ref: str, stack: str) -> dict:
-    """Evaluate ``stack`` with the program and stack file as they are at git ``ref``, in a separate process."""
-    with start(repo, ref, stack) as evaluation:
-        return evaluation.plan()

@@ -299,11 +299,12 @@ def test_against_a_git_ref_evaluates_the_committed_version_whatever_stack_direct
     elsewhere = tmp_path / "stacks"
     fixture_file(elsewhere, {"environment": "elsewhere"})
     monkeypatch.setenv(stackfile.STACK_DIR_VARIABLE, str(elsewhere))
-    committed = baseline.plan_at_ref(stackfile.REPO_ROOT, "HEAD", BASE)
+    with baseline.start(stackfile.REPO_ROOT, "HEAD", BASE) as evaluation:
+        committed = evaluation.plan()
     assert committed["stack"] == BASE and committed["resources"]
     assert "elsewhere" not in json.dumps(committed)
     with pytest.raises(baseline.RefError, match="not a stack file, nor a git ref"):
-        baseline.plan_at_ref(stackfile.REPO_ROOT, "no-such-ref-anywhere", BASE)
+        baseline.start(stackfile.REPO_ROOT, "no-such-ref-anywhere", BASE)
 
 
 @pytest.mark.parametrize("ref", ["HEAD", "HEAD~1", "main^2", "HEAD@{1}", "v1.0", "feature/x"])
@@ -318,7 +319,7 @@ def test_a_ref_that_reads_as_an_option_never_reaches_git(monkeypatch):
     monkeypatch.setattr(baseline.subprocess, "run", run)
     for ref in ("--output=/tmp/x", "-p", "HEAD --help", "HEAD:stacks"):
         with pytest.raises(baseline.RefError, match="not a stack file, nor a git ref"):
-            baseline.plan_at_ref(stackfile.REPO_ROOT, ref, BASE)
+            baseline.start(stackfile.REPO_ROOT, ref, BASE)
 
 
 def test_a_running_clusters_control_plane_log_group_is_to_be_imported_first():
