@@ -39,6 +39,7 @@ def check_stacks(stacks: list[str], stack_file: Path | None, preview: bool) -> l
         outcomes = [_worker(job) for job in jobs]
     else:
         engine.preload()
+        stackfile.read_project()  # parsed once here, for every worker
         gc.freeze()  # workers then neither scan nor copy-on-write the inherited SDK objects when they collect
         # A worker evaluates one stack and exits: it runs without the collector (an evaluation still collects once,
         # at its end: engine.py).

@@ -27,7 +27,7 @@ from plan_graph.graph import UNKNOWN as UNKNOWN_SENTINEL
 from policies.packs import PACKS, Pack
 from preflight import planfile, stackfile
 from preflight.engine import UNKNOWN
-from trainium_eks.sdk_internals import PolicyAnalyzerServicer, analyzer_pb2
+from trainium_eks.sdk_internals import PolicyAnalyzerServicer, analyzer_pb2, shared_property_decoding
 
 CONFIG_DIR = stackfile.policy_config_directory()  # policies/config
 LEVELS = {
@@ -199,47 +199,50 @@ def _provider(resource: dict, by_urn: dict[str, dict]) -> analyzer_pb2.AnalyzerP
 def check_plan(plan: dict, policy_config: dict, source: str) -> CheckResult:
     """Run every pack over ``plan`` (the ``preflight plan --json`` object) with the stack's policy config."""
     runs = [PackRun(pack, reconcile(pack, policy_config, source)) for pack in PACKS]
-    result = CheckResult()
-    by_urn = {r["urn"]: r for r in plan["resources"]}
-    analyzed = []
-    for resource in plan["resources"]:
-        options = analyzer_pb2.AnalyzerResourceOptions(protect=bool(resource.get("protect")), parent=resource.get("parent") or "")
-        provider = _provider(resource, by_urn)
-
-        def request_for(inputs: dict, resource=resource, options=options, provider=provider) -> analyzer_pb2.AnalyzeRequest:
-            return analyzer_pb2.AnalyzeRequest(
-                type=resource["type"],
-                properties=_struct(inputs),
-                urn=resource["urn"],
-                name=resource["name"],
-                options=options,
-                provider=provider,
+    with shared_property_decoding():  # every policy still gets its own copy: sdk_internals
+        result = CheckResult()
+        by_urn = {r["urn"]: r for r in plan["resources"]}
+        analyzed = []
+        for resource in plan["resources"]:
+            options = analyzer_pb2.AnalyzerResourceOptions(
+                protect=bool(resource.get("protect")), parent=resource.get("parent") or ""
             )
+            provider = _provider(resource, by_urn)
 
-        inputs = resource["inputs"]
-        for run in runs:  # remediations run first and feed what is analysed, as in the engine
-            inputs = run.remediate(request_for(inputs), result) or inputs
-        request = request_for(inputs)
+            def request_for(inputs: dict, resource=resource, options=options, provider=provider) -> analyzer_pb2.AnalyzeRequest:
+                return analyzer_pb2.AnalyzeRequest(
+                    type=resource["type"],
+                    properties=_struct(inputs),
+                    urn=resource["urn"],
+                    name=resource["name"],
+                    options=options,
+                    provider=provider,
+                )
+
+            inputs = resource["inputs"]
+            for run in runs:  # remediations run first and feed what is analysed, as in the engine
+                inputs = run.remediate(request_for(inputs), result) or inputs
+            request = request_for(inputs)
+            for run in runs:
+                run.analyze(request, result)
+            analyzed.append(
+                analyzer_pb2.AnalyzerResource(
+                    type=resource["type"],
+                    properties=request.properties,
+                    urn=resource["urn"],
+                    name=resource["name"],
+                    options=options,
+                    provider=request.provider if request.HasField("provider") else None,
+                    parent=resource.get("parent") or "",
+                    dependencies=resource.get("dependencies", []),
+                    propertyDependencies={
+                        prop: analyzer_pb2.AnalyzerPropertyDependencies(urns=urns)
+                        for prop, urns in resource.get("propertyDependencies", {}).items()
+                    },
+                )
+            )
         for run in runs:
-            run.analyze(request, result)
-        analyzed.append(
-            analyzer_pb2.AnalyzerResource(
-                type=resource["type"],
-                properties=request.properties,
-                urn=resource["urn"],
-                name=resource["name"],
-                options=options,
-                provider=request.provider if request.HasField("provider") else None,
-                parent=resource.get("parent") or "",
-                dependencies=resource.get("dependencies", []),
-                propertyDependencies={
-                    prop: analyzer_pb2.AnalyzerPropertyDependencies(urns=urns)
-                    for prop, urns in resource.get("propertyDependencies", {}).items()
-                },
-            )
-        )
-    for run in runs:
-        run.analyze_stack(analyzed, result)
+            run.analyze_stack(analyzed, result)
     result.violations.sort(key=lambda f: (f.pack, f.urn, f.policy, f.message))
     return result
 

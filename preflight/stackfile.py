@@ -11,11 +11,14 @@ one line ``<path>: <problem>; <fix>``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -150,8 +153,8 @@ def _plain(value: Any, where: str = "") -> str | None:
     return None
 
 
-def _read_yaml(path: Path) -> dict:
-    text = read_text(path, MAX_STACK_FILE_BYTES, STACK_FILE_FIX)
+def _read_yaml(path: Path, text: str | None = None) -> dict:
+    text = read_text(path, MAX_STACK_FILE_BYTES, STACK_FILE_FIX) if text is None else text
     try:
         document = yaml.load(text, Loader=StackFileLoader)  # a SafeLoader subclass
     except RefusedYAML as error:
@@ -180,12 +183,18 @@ def _read_yaml(path: Path) -> dict:
 class Project:
     name: str
     stack_config_dir: Path  # relative to the project's root, as written in Pulumi.yaml
-    config: dict[str, Any]  # key -> its declaration (type, default, description)
+    config: Mapping[str, Any]  # key -> its declaration (type, default, description); read-only, as parses are shared
 
 
 def read_project(root: Path = REPO_ROOT) -> Project:
     path = root / "Pulumi.yaml"
-    document = _read_yaml(path)
+    return _project(path, read_text(path, MAX_STACK_FILE_BYTES, STACK_FILE_FIX))
+
+
+@functools.lru_cache(maxsize=8)
+def _project(path: Path, text: str) -> Project:
+    """Pulumi.yaml parsed, once per text: a stack's load reads it twice, and a batch's workers inherit the parse."""
+    document = _read_yaml(path, text)
     name, stack_config_dir, config = document.get("name"), document.get("stackConfigDir"), document.get("config")
     if not isinstance(name, str) or not name:
         raise StackFileError(f"{path}: 'name' must be the project's name (a string); set name: <project>")
@@ -197,7 +206,7 @@ def read_project(root: Path = REPO_ROOT) -> Project:
         problem = config_types.declaration_problem(key, spec)
         if problem:
             raise StackFileError(f"{path}: {problem}")
-    return Project(name, Path("." if stack_config_dir is None else stack_config_dir), {} if config is None else config)
+    return Project(name, Path("." if stack_config_dir is None else stack_config_dir), MappingProxyType(config or {}))
 
 
 def stack_directory(root: Path = REPO_ROOT) -> Path:
