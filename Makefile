@@ -48,9 +48,10 @@ plan-json: $(INFRA_STAMP)
 	@$(BIN)/python -m preflight plan $(STACK) --json
 
 ## test: lint, then the whole test suite (with checkov from .venv-checkov), in two processes: each test file runs whole
-## in one, so a file's shared fixture (a real training run, a real etcd) is made once
+## in one, so a file's shared fixture (a real training run, a real etcd) is made once; files go out in collection
+## order, the long ones (marker minutes: tests/conftest.py) first
 test: lint $(CHECKOV_STAMP) $(MERMAID_STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 ## lint: ruff's checks and formatting, actionlint over the workflows
 lint: $(STAMP)

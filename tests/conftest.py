@@ -12,6 +12,13 @@ from training.data import write_synthetic_shard
 from training.options import BERT_TINY
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules marked ``minutes`` first, the rest in their order: `make test` has pytest-xdist hand out whole files
+    in collection order (``--no-loadscope-reorder``; by default it sends the files with the most tests first, which
+    leaves these few long tests to the end, one worker running them while the other is idle)."""
+    items.sort(key=lambda item: item.get_closest_marker("minutes") is None)
+
+
 @pytest.fixture(params=STACKS)
 def stack_plan(request) -> engine.Plan:
     """Each shipped stack, evaluated once per test session (plans are plain data)."""

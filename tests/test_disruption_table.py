@@ -2,7 +2,8 @@
 launcher's, grace period and crash budget included) on CPUs through a real etcd and real torchrun agents, once per kind
 of disruption, doing to the agents what Karpenter's termination path (``trainium_eks.karpenter_termination``, on the
 platform's pool) or a crash does, with Volcano 1.15's lifecycle restarting or ending the job; and every row meets its
-target: no step lost where the pods were warned, at most a checkpoint interval where not, a crash loop Terminated."""
+target: no step lost where the pods were warned, at most a checkpoint interval where not, a crash loop Terminated
+after the run's crash budget (read from the row's whole rehearsal report, which the table's JSON carries as ``run``)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,15 @@ import pytest
 from support import evaluate, one_group
 
 from jobs.job_building.grace_period import pod_grace_seconds
+from jobs.job_building.platform_job import CRASH_BUDGET
 from jobs.rehearsal import rehearsal_job
 from jobs.rehearsal.disruptions import KINDS, action_for
 from jobs.rehearsal.report import CHECKPOINT_EVERY, RehearsalRequest
 from preflight.stackfile import REPO_ROOT
+from training import crash_budget
 from trainium_eks.contract import PlatformContract
+
+pytestmark = pytest.mark.minutes  # real components for minutes: scheduled first (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +84,24 @@ def test_the_rehearsal_drains_with_the_launchers_grace_period_and_the_stacks_etc
     assert f"SIGTERM, SIGKILL {grace} s later" in progress
     assert f"etcd: {contract.etcd_members} member(s)" in progress
     assert "failed with its node -> RestartJob" in progress and "exited 137 -> RestartJob" in progress
+
+
+def run_of(table, kind: str) -> tuple[dict, str]:
+    """``kind``'s rehearsal: its whole report and the progress it printed (from its "--- KIND" line to the next)."""
+    rows, progress = table
+    lines = progress.splitlines()
+    starts = [index for index, line in enumerate(lines) if line.startswith("--- ") and line[4:] in KINDS]
+    start = next(index for index in starts if lines[index] == f"--- {kind}")
+    end = next((index for index in starts if index > start), len(lines))
+    return next(row["run"] for row in rows if row["disruption"] == kind), "\n".join(lines[start:end])
+
+
+def test_a_worker_that_crashes_at_every_start_ends_the_job_after_the_runs_crash_budget(table):
+    report, progress = run_of(table, "crash-loop")
+    assert report["passed"], report["problem"]
+    runs = report["crash_restarts"] + 1  # the first run of the job and each restart the budget allows
+    assert report["crash_restarts"] == CRASH_BUDGET and report["job_retry_count"] == CRASH_BUDGET
+    assert report["worker_starts"] == runs * (report["crash_budget"] + 1)  # torchrun's own restarts in each run
+    assert report["job_phase"] == "Terminated"
+    assert progress.count("exited 1 -> RestartJob") == CRASH_BUDGET
+    assert f"exited {crash_budget.BUDGET_SPENT_EXIT_CODE} -> TerminateJob" in progress

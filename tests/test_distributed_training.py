@@ -32,6 +32,8 @@ from preflight.stackfile import REPO_ROOT
 from training.options import BERT_TINY
 from trainium_eks.contract import PlatformContract
 
+pytestmark = pytest.mark.minutes  # real components for minutes: scheduled first (tests/conftest.py)
+
 STACK = "staging"
 # A fixture of the shipped stack: two trn1.32xlarge nodes (the launcher's default job has two tasks) and three etcd
 # members, each on a system node of its own.

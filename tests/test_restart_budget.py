@@ -1,6 +1,7 @@
 """Runs that outlive any number of planned drains, and a crash budget that still ends a job, for real: the pods'
 entrypoint (``training.agent``) under real torchrun agents, and `jobs.rehearsal` restarting the launcher's BERT job by
-its own Volcano lifecycle (``jobs.rehearsal.volcano_lifecycle``) on one node of one worker, through a real etcd."""
+its own Volcano lifecycle (``jobs.rehearsal.volcano_lifecycle``) on one node of one worker, through a real etcd. A
+worker that crashes at every start is the disruption table's crash-loop row (tests/test_disruption_table.py)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ import time
 import pytest
 from support import evaluate, one_group
 
-from jobs.job_building.platform_job import CRASH_BUDGET
 from jobs.rehearsal import rehearsal_job, rehearse
 from jobs.rehearsal.report import RehearsalRequest
 from preflight.stackfile import REPO_ROOT
 from training import crash_budget
 from trainium_eks.contract import PlatformContract
+
+pytestmark = pytest.mark.minutes  # real components for minutes: scheduled first (tests/conftest.py)
 
 WORKER = """
 import sys, time
@@ -88,17 +90,6 @@ def test_ten_drains_in_a_row_lose_no_step_and_the_job_goes_on(outputs, tmp_path)
     assert report["steps_trained"][-1] == 25 and report["job_phase"] == "Completed"
     assert report["job_retry_count"] == 10  # Volcano counted every drain, and maxRetry let every one restart the job
     assert report["progress"].count("exited 143 -> RestartJob") == 10
-
-
-def test_a_worker_that_crashes_at_every_start_ends_the_job_after_the_runs_crash_budget(outputs, tmp_path):
-    report = rehearsal(outputs, tmp_path, "--steps", "10", "--crash-at-start")
-    assert report["passed"], report["problem"]
-    runs = report["crash_restarts"] + 1  # the first run of the job and each restart the budget allows
-    assert report["crash_restarts"] == CRASH_BUDGET and report["job_retry_count"] == CRASH_BUDGET
-    assert report["worker_starts"] == runs * (report["crash_budget"] + 1)  # torchrun's own restarts in each run
-    assert report["job_phase"] == "Terminated"
-    assert report["progress"].count("exited 1 -> RestartJob") == CRASH_BUDGET
-    assert f"exited {crash_budget.BUDGET_SPENT_EXIT_CODE} -> TerminateJob" in report["progress"]
 
 
 def test_the_old_lifecycle_dies_at_its_third_drain_in_the_rehearsal_too(outputs, tmp_path):

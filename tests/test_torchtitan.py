@@ -33,6 +33,8 @@ from training.titan_configs import STAND_INS
 from trainium_eks import layout
 from trainium_eks.contract import PlatformContract
 
+pytestmark = pytest.mark.minutes  # real components for minutes: scheduled first (tests/conftest.py)
+
 STEPS = 2 * CHECKPOINT_EVERY  # the rehearsal's runs: a checkpoint before the kill and the drain, and steps after them
 
 

@@ -19,6 +19,8 @@ import yaml
 from preflight import stackfile
 from trainium_eks import catalog
 
+pytestmark = pytest.mark.minutes  # real components for minutes: scheduled first (tests/conftest.py)
+
 NS = "trainium-eks:"
 ACCOUNT = re.compile(r"(?<=:)\d{12}(?=:)")
 USER_ACCOUNT = "444455556666"  # a documentation account ID, as AWS's examples use

@@ -32,7 +32,6 @@ import shutil
 import signal
 import sys
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 from typing import get_args
 
@@ -173,8 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             result = rehearse(contract, request, job, workdir, say)
             passed = result.passed
-            report = {**asdict(result), "passed": result.passed, "problem": result.problem}
-            print(json.dumps(report) if args.json else result.summary())
+            print(json.dumps(result.to_json()) if args.json else result.summary())
         if not passed:
             print(f"logs, volume and etcd data kept in {workdir}", file=sys.stderr)
         elif args.workdir is None:

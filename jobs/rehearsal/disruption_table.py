@@ -48,7 +48,7 @@ def row_of(kind: str, request: RehearsalRequest, result: Outcome, grace: int, ca
         lost, phase, seconds = (0 if untouched else None), result.job_phase, None
     else:
         lost, phase, seconds = result.steps_lost, result.phase_after_disruption or "-", result.drain_to_step_seconds
-    return Row(kind, action, lost, phase, seconds, CHECKPOINT_EVERY)
+    return Row(kind, action, lost, phase, seconds, CHECKPOINT_EVERY, result)
 
 
 def rehearse_every_disruption(

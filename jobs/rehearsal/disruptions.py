@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from jobs.rehearsal.report import NODE_DISRUPTIONS
+from jobs.rehearsal.report import NODE_DISRUPTIONS, Outcome
 from trainium_eks import karpenter_termination as kt
 
 Way = Literal["drain", "lose", "crash", "crash-loop", "keep"]
@@ -60,7 +60,7 @@ def action_for(kind: str, grace_seconds: int, capacity_block: bool) -> Action:
 @dataclass(frozen=True)
 class Row:
     """One disruption's line of the table: what the pods met, the steps it cost, the job's phase right after it,
-    and the time from the disruption to the next step trained."""
+    and the time from the disruption to the next step trained; ``run`` is its rehearsal's whole outcome."""
 
     kind: str
     action: Action
@@ -68,6 +68,7 @@ class Row:
     phase_after: str
     seconds_to_next_step: float | None
     checkpoint_every: int
+    run: Outcome
 
     def to_json(self) -> dict:
         return {
@@ -78,6 +79,7 @@ class Row:
             "secondsToNextStep": self.seconds_to_next_step,
             "target": self.target,
             "met": self.met,
+            "run": self.run.to_json(),
         }
 
     @property

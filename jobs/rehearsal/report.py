@@ -5,7 +5,7 @@ lines a user watches while it runs (``progress``) and the verdict on the run and
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -196,6 +196,10 @@ class Outcome:
     @property
     def passed(self) -> bool:
         return self.problem is None
+
+    def to_json(self) -> dict:
+        """What ``--json`` prints: every field, the verdict and its reason."""
+        return {**asdict(self), "passed": self.passed, "problem": self.problem}
 
     def summary(self) -> str:
         lines = [
