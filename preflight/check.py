@@ -199,7 +199,7 @@ def _provider(resource: dict, by_urn: dict[str, dict]) -> analyzer_pb2.AnalyzerP
 def check_plan(plan: dict, policy_config: dict, source: str) -> CheckResult:
     """Run every pack over ``plan`` (the ``preflight plan --json`` object) with the stack's policy config."""
     runs = [PackRun(pack, reconcile(pack, policy_config, source)) for pack in PACKS]
-    with shared_property_decoding():  # every policy still gets its own copy: sdk_internals
+    with shared_property_decoding():  # each resource decoded once for all policies, not once per policy
         result = CheckResult()
         by_urn = {r["urn"]: r for r in plan["resources"]}
         analyzed = []
