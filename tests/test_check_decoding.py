@@ -29,14 +29,10 @@ def _first_case_per_pack_and_kind() -> list:
     return list(chosen.values())
 
 
-def _sdk_decoding(monkeypatch) -> None:
-    monkeypatch.setattr(check, "shared_property_decoding", contextlib.nullcontext)
-
-
 def _both(monkeypatch, plan: dict, config: dict | None = None) -> tuple[check.CheckResult, check.CheckResult]:
     shared = findings(plan, config)
     with monkeypatch.context() as patched:
-        _sdk_decoding(patched)
+        patched.setattr(check, "shared_property_decoding", contextlib.nullcontext)  # the SDK's decoding, per policy
         per_policy = findings(plan, config)
     return shared, per_policy
 

@@ -114,9 +114,7 @@ def shared_property_decoding() -> Iterator[None]:
             entry = shared[id(value)] = (value, step(value))
         return entry[1]
 
-    def message_to_dict(message, *args, **kwargs):
-        if args or kwargs:
-            return sdk_decode.MessageToDict(message, *args, **kwargs)
+    def message_to_dict(message):  # the servicer passes no options
         key = (message.DESCRIPTOR.full_name, message.SerializeToString(deterministic=True))
         if key not in decoded:
             decoded[key] = sdk_decode.MessageToDict(message)
