@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from jobs.cluster_access.kube_api import DEFAULT_LOCAL_PORT, stack_kubeconfig
 from jobs.cluster_access.outputs import add_source_options, port, report_bad_input, source_contract
-from jobs.job_building.capacity import LaunchError
+from jobs.errors import LaunchError
 from jobs.job_building.paths import file_to_write
 from trainium_eks.cli import OneLineParser
 from trainium_eks.contract import PlatformContract

@@ -1,7 +1,8 @@
 """What a plan says of a drain on each Trainium group whose nodes run in a Capacity Block: for each workload the
-launcher runs there (BERT on any group, TorchTitan where a Neuron recipe exists for the instance type), the default
-job's termination grace period, from what the workloads declare of their default jobs (``jobs.workloads.default_jobs``,
-which tests check against the launcher's own runs; read without TorchTitan, TorchX or the launcher),
+launcher runs there (each registered workload's default job on the instance type, where it has one: BERT on any group,
+TorchTitan where a Neuron recipe exists for the instance type), the default job's termination grace period, from what
+the workloads declare of their default jobs (``jobs.workloads.registry.default_jobs``, which tests check against the
+launcher's own runs; read without TorchTitan, TorchX or the launcher),
 against the window such a node surely gets between Karpenter's drain and EC2's reclaim (``jobs.job_building.grace_period``).
 ``capacity_block_drains`` computes them once; ``plan --json`` carries them as ``capacityBlockDrains`` and the text
 (``drain_lines``) is printed from that same object."""
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from jobs.job_building import capacity_blocks
 from jobs.job_building.grace_period import CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS, GracePeriod
-from jobs.workloads.default_jobs import DefaultJob, default_jobs
+from jobs.workloads.registry import DefaultJob, default_jobs
 from plan_graph.graph import Graph
 from plan_graph.trainium_groups import trainium_groups
 from preflight import planfile

@@ -22,8 +22,8 @@ from job_outputs import (
 )
 
 from jobs import acceptance, launch
+from jobs.errors import LaunchError
 from jobs.job_building import platform_job
-from jobs.job_building.capacity import LaunchError
 from jobs.job_building.torchx_component import AGENT_COMMAND
 from jobs.workloads import bert_job
 from trainium_eks import acceptance_floors, catalog, hardware, layout, versions

@@ -18,7 +18,7 @@ from torch._dynamo.exc import InvalidBackend
 from jobs import acceptance
 from jobs.job_building.platform_job import JobRequest
 from jobs.job_building.torchx_component import AGENT_COMMAND
-from jobs.workloads import bert_job, torchtitan_job
+from jobs.workloads import bert_job, registry, torchtitan_job
 from preflight.stackfile import REPO_ROOT
 from training import backend as backends
 from training import options
@@ -81,19 +81,20 @@ def test_bf16_autocasts_on_the_cpu_and_not_when_off():
         assert torch.mm(torch.ones(2, 2), torch.ones(2, 2)).dtype == torch.float32
 
 
-# Every training program the launcher's jobs run, and the workload whose --device choices it takes.
+# Every training program the launcher's jobs run, and the backends it takes as --device: a workload's, as its
+# declaration gives them (``jobs.workloads.registry``); an acceptance check's, as the backends' records do.
 PROGRAMS = {
-    "training.pretrain_bert": records.BERT,
-    "training.titan_train": records.TORCHTITAN,
-    "training.allreduce_check": records.EFA_ALLREDUCE,
-    "training.smoke_step": records.TRAIN_STEP,
-    "training.collective_bandwidth": records.COLLECTIVE_BANDWIDTH,
+    "training.pretrain_bert": registry.workloads()["bert"].backends,
+    "training.titan_train": registry.workloads()["torchtitan"].backends,
+    "training.allreduce_check": records.running(records.EFA_ALLREDUCE),
+    "training.smoke_step": records.running(records.TRAIN_STEP),
+    "training.collective_bandwidth": records.running(records.COLLECTIVE_BANDWIDTH),
 }
 
 
 @pytest.mark.parametrize(
     ("module", "device"),
-    [(module, device) for module, workload in PROGRAMS.items() for device in ABSENT if device in records.running(workload)],
+    [(module, device) for module, runs_on in PROGRAMS.items() for device in ABSENT if device in runs_on],
 )
 def test_every_training_program_refuses_a_backend_its_image_lacks_in_one_line(module, device, tmp_path):
     required = {
@@ -117,7 +118,8 @@ def test_every_job_names_its_groups_backend_to_the_script(stack):
         backend = records.BACKENDS[contract.software(group).backend]
         request = JobRequest(name="berttrain", node_group=group.name, nodes=1, step_seconds=1.0)
         jobs = [bert_job.volcano_job(contract, request)]
-        if records.TORCHTITAN in backend.workloads and contract.software(group).generation in backend.generations:
+        titan = registry.workloads()["torchtitan"]
+        if backend.name in titan.backends and contract.software(group).generation in backend.generations:
             jobs.append(torchtitan_job.titan_job(contract, request))
         jobs.append(acceptance.train_step(contract, group))
         for job in jobs:

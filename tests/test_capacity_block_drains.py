@@ -14,6 +14,7 @@ from support import FIXTURE_STACKS, evaluate, one_group, run_preflight, settings
 
 from jobs import launch
 from jobs.job_building.grace_period import CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS, GracePeriod
+from jobs.workloads import registry
 from preflight import analysis
 from trainium_eks.config import ConfigError, parse
 from trainium_eks.wording import counted, span
@@ -132,7 +133,7 @@ def test_plan_prints_each_capacity_block_groups_drains_against_the_window_as_its
     ((group),) = drains["groups"]
     assert group["group"] == "trn2-48xl" and group["launcherChecks"]
     by_workload = {drain["workload"]: drain for drain in group["drains"]}
-    assert set(by_workload) == set(launch.WORKLOADS)
+    assert set(by_workload) == set(registry.workloads())
     # Qwen3-8B's checkpoint on the slow file system does not fit; BERT-large's does
     assert not by_workload["torchtitan"]["fits"] and by_workload["bert"]["fits"]
     text = as_text.stdout.splitlines()
@@ -169,8 +170,8 @@ def test_the_launchers_help_gives_its_whole_description(capsys):
         launch.main(["--help"])
     shown = " ".join(capsys.readouterr().out.split())  # argparse wraps it to the terminal
     # the sentence the first line of the module's docstring cut, whole, without its reST quoting
-    assert "alone: BERT pretraining (or its Neuron precompile), or LLM pre-training with TorchTitan (--workload " in shown
-    assert "jobs.workloads.bert_job and jobs.workloads.torchtitan_job build them. positional arguments:" in shown
+    assert "alone: one of the registered workloads (jobs.workloads.registry): BERT pretraining" in shown
+    assert "or LLM pre-training with TorchTitan (--workload torchtitan, on trn2/trn3 groups). positional arguments:" in shown
 
 
 def test_the_plan_counts_one_node_as_one_and_gives_a_range_whose_ends_meet_as_one_number():

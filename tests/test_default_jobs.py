@@ -1,6 +1,6 @@
 """What the plan reads without building jobs is what the launcher builds: on every group of the shipped and fixture
 stacks, and on a trn2 Capacity Block group, each workload the launcher runs there is declared
-(``jobs.workloads.default_jobs``) under the launcher's default name, with the grace period the launcher's own run
+(``jobs.workloads.registry.default_jobs``) under the launcher's default name, with the grace period the launcher's own run
 gives it, and a whole node's requests (``capacity.whole_node_requests``) are those of the launcher's one-node job."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from support import STACKS, cached_plan, evaluate, one_group
 
-from jobs import launch
-from jobs.job_building.capacity import LaunchError, whole_node_requests
+from jobs.errors import LaunchError
+from jobs.job_building.capacity import whole_node_requests
 from jobs.job_building.platform_job import JobRequest, whole_node_usage
-from jobs.workloads.default_jobs import default_jobs
+from jobs.workloads.registry import default_jobs, workloads
 from trainium_eks.contract import PlatformContract
 
 CASES = [(stack, False) for stack in STACKS] + [(stack, True) for stack in ("dev", "staging", "prod")]
@@ -20,7 +20,7 @@ CASES = [(stack, False) for stack in STACKS] + [(stack, True) for stack in ("dev
 def launched_defaults(contract: PlatformContract, group) -> dict[str, tuple[str, object]]:
     """Each workload the launcher runs on ``group`` by default: its job's name and its pods' grace period."""
     runs = {}
-    for workload in launch.WORKLOADS.values():
+    for workload in workloads().values():
         request = JobRequest(name=workload.default_name, node_group=group.name)
         try:
             run = workload.plan(contract, request)
@@ -60,5 +60,5 @@ def test_every_groups_declared_default_jobs_are_the_launchers(stack, fixture):
 def test_a_trn2_capacity_block_groups_torchtitan_job_is_declared_as_launched():
     contract = PlatformContract.from_outputs(evaluate("staging", fixture=True, **one_group("trn2.48xlarge")).outputs)
     (group,) = contract.node_groups
-    assert {job.workload for job in default_jobs(group.instance_type, contract.fsx_throughput_mbps)} == set(launch.WORKLOADS)
+    assert {job.workload for job in default_jobs(group.instance_type, contract.fsx_throughput_mbps)} == set(workloads())
     check_declared(contract)

@@ -25,7 +25,7 @@ from transformers import BertForPreTraining
 from jobs.job_building.paths import run_directory
 from jobs.job_building.torchx_component import JOB_VERSION_ANNOTATION
 from jobs.local_etcd import LocalEtcd
-from jobs.rehearsal.cpu_workloads import WORKLOADS
+from jobs.rehearsal.cpu_workloads import BERT_ON_CPU
 from jobs.rehearsal.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, read_metrics, stage_dataset
 from jobs.workloads.bert_job import DATASET
 from preflight.stackfile import REPO_ROOT
@@ -89,7 +89,7 @@ def rehearse(job, plan, cluster, member, tmp_path, steps, annotations=None, **ov
         training_args={**TINY_CPU_TRAINING, "--max-steps": steps},
         **overrides,
     )
-    output_dir = WORKLOADS["bert"].output_dir(job, cpu)  # the launched job's own run directory, on the local volume
+    output_dir = BERT_ON_CPU.output_dir(job, cpu)  # the launched job's own run directory, on the local volume
     logs = tmp_path / f"logs-{len(list(tmp_path.glob('logs-*')))}"
     return Rehearsal(job, cpu, logs, annotations).start(), output_dir
 

@@ -22,7 +22,7 @@ from support import run_preflight, stack_copy
 
 from jobs.job_building import grace_period, platform_job
 from jobs.job_building.torchx_component import AGENT_COMMAND
-from jobs.workloads import bert_job, titan_recipes, torchtitan_job
+from jobs.workloads import bert_job, registry, titan_recipes, torchtitan_job
 from trainium_eks import catalog, layout, versions
 from trainium_eks.contract import PlatformContract
 
@@ -124,7 +124,7 @@ def test_torchtitan_on_the_trn2_group_runs_the_cited_configuration_with_a_grace_
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["--node-group", "trn1-32xl", *GIVEN_STEP], "TorchNeuron, which trains Trn2 and Trn3 only"),
+        (["--node-group", "trn1-32xl", *GIVEN_STEP], registry.workloads()["torchtitan"].runs_on()),
         (["--node-group", "trn2-48xl", "--step-seconds", "0"], "--step-seconds 0.0: input should be greater than 0"),
         (["--node-group", "trn2-48xl", "--step-seconds", "inf"], "--step-seconds inf: input should be a finite number"),
     ],

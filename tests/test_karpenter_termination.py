@@ -10,8 +10,9 @@ import pytest
 from support import STACKS, cached_plan, evaluate, one_group
 
 from jobs import launch
-from jobs.job_building.capacity import LaunchError
+from jobs.errors import LaunchError
 from jobs.job_building.platform_job import JobRequest
+from jobs.workloads import registry
 from jobs.workloads.workload import launched_job
 from plan_graph.trainium_groups import NODE_POOL
 from trainium_eks import karpenter_termination as kt
@@ -32,7 +33,7 @@ def pools_and_jobs(plan) -> list[tuple[str, kt.Pool, bool, dict]]:
         if group.name not in pools:
             continue
         block = launch.in_capacity_block(contract, group)
-        for workload in launch.WORKLOADS.values():
+        for workload in registry.workloads().values():
             try:
                 run = workload.plan(contract, JobRequest(name=workload.default_name, node_group=group.name))
                 job, _ = launched_job(contract, run)

@@ -15,7 +15,7 @@ import yaml
 from support import evaluate, one_group
 
 from jobs import launch
-from jobs.job_building.capacity import LaunchError
+from jobs.errors import LaunchError
 from jobs.workloads import bert_job
 from preflight.stackfile import REPO_ROOT
 from training import options

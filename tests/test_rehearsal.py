@@ -17,8 +17,9 @@ from support import STACKS, cached_plan, evaluate, one, one_group
 
 from jobs.local_etcd import LocalEtcd
 from jobs.rehearsal.local_agents import TINY_CPU_TRAINING
-from jobs.rehearsal.report import DrainEvent, JobRun, RehearsalRequest, outcome, progress
+from jobs.rehearsal.report import DrainEvent, JobRun, RehearsalRequest, crash_loop_refusal, outcome, progress
 from jobs.rehearsal.volcano_lifecycle import JobStatus
+from jobs.workloads import registry
 from preflight.stackfile import REPO_ROOT
 from trainium_eks.contract import PlatformContract
 
@@ -66,7 +67,10 @@ BAD_OPTIONS = {
         "--drains 4: 4 drains --drain-at 10 steps apart need more than 40 steps, and the run ends at step 40",
     ),
     "crash-and-drain": lambda g: (["--crash-at-start", "--drain-at", "14"], "--drain-at and --crash-at-start: give one"),
-    "crash-torchtitan": lambda g: (["--crash-at-start", "--workload", "torchtitan"], "--crash-at-start: the BERT script"),
+    "crash-torchtitan": lambda g: (
+        ["--crash-at-start", "--workload", "torchtitan"],
+        f"--crash-at-start: {crash_loop_refusal('torchtitan')}",
+    ),
     "no-steps": lambda g: (["--steps", "0"], "--steps 0: input should be greater than 0"),
     "etcd-members": lambda g: (["--etcd-members", "2"], "--etcd-members 2"),
     "nodes": lambda g: (
@@ -74,7 +78,7 @@ BAD_OPTIONS = {
         f"--nodes {int(g['maxSize']) + 1}: elastic node group {g['name']} grows to {int(g['maxSize'])} nodes",
     ),
     "node-group": lambda g: (["--node-group", "gpu"], "--node-group gpu: no such node group"),
-    "torchtitan-on-trn1": lambda g: (["--workload", "torchtitan"], "TorchNeuron, which trains Trn2 and Trn3 only"),
+    "torchtitan-on-trn1": lambda g: (["--workload", "torchtitan"], registry.workloads()["torchtitan"].runs_on()),
     "workers": lambda g: (
         ["--workers-per-node", str(int(g["neuronCoresPerNode"]) + 1)],
         f"has {int(g['neuronCoresPerNode'])} NeuronCores",

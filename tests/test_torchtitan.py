@@ -18,12 +18,13 @@ from pathlib import Path, PurePosixPath
 import pytest
 from support import evaluate, one_group
 
-from jobs.job_building.capacity import LaunchError
+from jobs.errors import LaunchError
 from jobs.job_building.platform_job import COMPILE_CACHE_ANNOTATION, JobRequest
 from jobs.launch import main as launch
-from jobs.rehearsal.cpu_workloads import WORKLOADS, complete_checkpoints
+from jobs.rehearsal.cpu_workloads import TORCHTITAN_ON_CPU, complete_checkpoints
 from jobs.rehearsal.local_agents import CpuOverrides, read_metrics
 from jobs.rehearsal.report import CHECKPOINT_EVERY, RehearsalRequest
+from jobs.workloads import registry
 from jobs.workloads.titan_config import parse_titan_options
 from jobs.workloads.titan_recipes import RECIPES
 from jobs.workloads.torchtitan_job import MODULE, PARALLELISM_ANNOTATION, titan_job
@@ -143,7 +144,7 @@ def test_steps_intervals_and_paths_keep_the_compile_cache_and_a_sequence_length_
 
 def test_a_trn1_group_is_refused_in_one_line():
     contract = contract_with("trn1.32xlarge")
-    with pytest.raises(LaunchError, match="TorchNeuron, which trains Trn2 and Trn3 only") as refused:
+    with pytest.raises(LaunchError, match=re.escape(registry.workloads()["torchtitan"].runs_on())) as refused:
         titan_job(contract, JobRequest(name="qwen3train"))
     assert "\n" not in str(refused.value)
 
@@ -178,7 +179,7 @@ def checkpoint_folder(workdir: Path) -> Path:
     contract = contract_with("trn2.48xlarge")
     checkpoints = PurePosixPath(contract.checkpoints_path).relative_to(contract.fsx_mount_path)
     (group,) = contract.node_groups
-    return workdir / "fsx" / checkpoints / WORKLOADS["torchtitan"].job_name / group.name / "checkpoint"
+    return workdir / "fsx" / checkpoints / TORCHTITAN_ON_CPU.job_name / group.name / "checkpoint"
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +229,7 @@ def test_a_resume_by_another_world_size_is_refused_in_one_line(drained):
     recorded, trained = (dump_folder / run_record.RECORD).read_text(), read_metrics(dump_folder / "metrics.jsonl")
     assert trained and '"world_size": 2' in recorded  # the drained run's two workers trained and recorded there
     contract = contract_with("trn2.48xlarge")
-    workload = WORKLOADS["torchtitan"]
+    workload = TORCHTITAN_ON_CPU
     job = workload.job(contract, RehearsalRequest(workload="torchtitan", nodes=1, workers_per_node=1))
     local = CpuOverrides(etcd_endpoint="", fsx_root=workdir / "fsx", fsx_mount_path=contract.fsx_mount_path)
     options = [local.localise(argument) for argument in titan_arguments(job)]

@@ -103,9 +103,9 @@ BACKENDS: dict[str, Backend] = {
 }
 
 
-def device_choices(workload: str) -> tuple[str, ...]:
-    """A script's --device choices: auto, and the backends that run ``workload`` (``trainium_eks/backends.py``)."""
-    return ("auto", *records.running(workload))
+def device_choices(check: str) -> tuple[str, ...]:
+    """An acceptance check's --device choices: auto, and the backends that run ``check`` (``trainium_eks/backends.py``)."""
+    return ("auto", *records.running(check))
 
 
 class MissingBackend(ValueError):

@@ -103,15 +103,18 @@ from torchtitan.train import main as titan_main  # noqa: E402
 
 from training import backend as backends  # noqa: E402
 from training.run_record import ResumeRefused  # noqa: E402
-from trainium_eks.backends import TORCHTITAN  # noqa: E402
 from trainium_eks.cli import OneLineParser, UsageError, one_line  # noqa: E402
+
+# The backends TorchTitan runs on here, as its workload declares them (jobs/workloads/torchtitan.py, which the image
+# does not ship; tests/test_workload_registry.py checks they agree).
+DEVICES = ("neuron", "cpu")
 
 
 def without_device(argv: list[str]) -> list[str]:
     """``argv`` without its ``--device NAME``, which TorchTitan would not parse; ``UsageError`` or ``MissingBackend``
     for a backend the image cannot run TorchTitan on."""
     parser = OneLineParser(prog="python -m training.titan_train", add_help=False, allow_abbrev=False)
-    parser.add_argument("--device", choices=backends.device_choices(TORCHTITAN), default="auto")
+    parser.add_argument("--device", choices=("auto", *DEVICES), default="auto")
     chosen, titan_argv = parser.parse_known_args(argv)
     backend = backends.select(chosen.device)
     found = "cpu" if ON_CPU else torch.accelerator.current_accelerator().type

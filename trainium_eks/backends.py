@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-# The workloads the launcher runs on a backend: the training programs (``jobs.launch --workload``) and the acceptance
-# checks that run a torch program (``jobs.acceptance``; its others run the image's tools, whatever its backend).
-BERT, TORCHTITAN = "bert", "torchtitan"
+# The acceptance checks that run a torch program (``jobs.acceptance``; its others run the image's tools, whatever its
+# backend). Which backends a training program runs on is its workload's declaration (``jobs.workloads.registry``).
 EFA_ALLREDUCE, TRAIN_STEP, COLLECTIVE_BANDWIDTH = "efa-allreduce", "train-step", "collective-bandwidth"
 
 
@@ -36,17 +35,16 @@ class Backend:
     # torch.distributed collectives run when called, so all_reduce can be timed call by call (collective-bandwidth)
     eager_collectives: bool
     generations: tuple[str, ...]  # the Trainium generations it trains, by its own documentation; the catalog says which exist
-    trains: tuple[str, ...]  # the training programs it runs (``jobs.launch --workload``)
     provided_by: str  # what provides it in an image, for the line that refuses it where it is missing
 
     def __hash__(self) -> int:  # its mappings have no hash; its name identifies it
         return hash(self.name)
 
     @property
-    def workloads(self) -> tuple[str, ...]:
-        """What the launcher runs on it: its training programs, the all-reduce and training step checks (any backend),
-        and the timing of collectives where they run when called."""
-        return (*self.trains, EFA_ALLREDUCE, TRAIN_STEP, *((COLLECTIVE_BANDWIDTH,) if self.eager_collectives else ()))
+    def checks(self) -> tuple[str, ...]:
+        """The acceptance checks it runs: the all-reduce and training step checks (any backend), and the timing of
+        collectives where they run when called."""
+        return (EFA_ALLREDUCE, TRAIN_STEP, *((COLLECTIVE_BANDWIDTH,) if self.eager_collectives else ()))
 
 
 # In the order the training scripts' --device auto tries them.
@@ -75,7 +73,6 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType(
                 precompiler="neuron_parallel_compile",
                 eager_collectives=False,
                 generations=("trn1", "trn2"),
-                trains=(BERT,),
                 provided_by="torch-xla (the PyTorch/XLA training image, training/Dockerfile)",
             ),
             # TorchNeuron on the native image: the neuron device (PyTorch's PrivateUse1) and process group, DDP,
@@ -98,7 +95,6 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType(
                 precompiler=None,
                 eager_collectives=True,
                 generations=("trn2", "trn3"),
-                trains=(BERT, TORCHTITAN),
                 provided_by="TorchNeuron, torch-neuronx 2.13 or later (the native training image, training/Dockerfile.native)",
             ),
             # CPUs with gloo, anywhere: the tests and `jobs.rehearsal`, which run every workload on it.
@@ -116,7 +112,6 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType(
                 precompiler=None,
                 eager_collectives=True,
                 generations=(),
-                trains=(BERT, TORCHTITAN),
                 provided_by="PyTorch",
             ),
         )
@@ -124,6 +119,6 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType(
 )
 
 
-def running(workload: str) -> tuple[str, ...]:
-    """The names of the backends that run ``workload``: a training script's --device choices."""
-    return tuple(name for name, backend in BACKENDS.items() if workload in backend.workloads)
+def running(check: str) -> tuple[str, ...]:
+    """The names of the backends that run the acceptance check ``check``: its script's --device choices."""
+    return tuple(name for name, backend in BACKENDS.items() if check in backend.checks)

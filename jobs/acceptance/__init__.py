@@ -37,7 +37,8 @@ from jobs.cluster_access.outputs import (
     source_contract,
     workspace,
 )
-from jobs.job_building.capacity import LaunchError, admit, held_nodes, job_pods, job_usage, node_count
+from jobs.errors import LaunchError
+from jobs.job_building.capacity import admit, held_nodes, job_pods, job_usage, node_count
 
 __all__ = ["CHECKS", "LAUNCHER", "NODE", "main"]  # the bandwidth check's task names, as the tests and README name them
 from trainium_eks import layout

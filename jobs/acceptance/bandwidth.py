@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from jobs.acceptance.check_pods import SHARED_VOLUME_OWNER, two_efa_nodes
 from jobs.acceptance.check_workload import NODE, Check, PodShape, check_job
-from jobs.job_building.capacity import LaunchError
+from jobs.errors import LaunchError
 from jobs.job_building.platform_job import group_software
 from trainium_eks import acceptance_floors, catalog
 from trainium_eks.backends import BACKENDS

@@ -5,7 +5,7 @@ Every check takes the stack's contract, the node group it checks and the nodes a
 
 from __future__ import annotations
 
-from jobs.job_building.capacity import LaunchError
+from jobs.errors import LaunchError
 from jobs.job_building.platform_job import request_devices
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, StringConstraints, ValidationError, model_validator
 
-from jobs.job_building.capacity import LaunchError
+from jobs.errors import LaunchError
 from trainium_eks.contract import PlatformContract
 
 DEFAULT_LOCAL_PORT = 8443  # where `jobs.api_tunnel` forwards from, unless --local-port says otherwise

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jobs.job_building.capacity import LaunchError
+from jobs.errors import LaunchError
 from trainium_eks import files
 from trainium_eks.cli import UsageError, one_line
 from trainium_eks.contract import ContractError, PlatformContract

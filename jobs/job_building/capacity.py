@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from jobs.errors import LaunchError
 from trainium_eks import layout
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup, Team
@@ -52,10 +53,6 @@ UNITS = {
     "memory": "bytes of memory",
     PODS: "pods",
 }
-
-
-class LaunchError(Exception):
-    """Bad input to the launcher; the message is one line naming the option and the fix."""
 
 
 def choose_node_group(contract: PlatformContract, name: str | None) -> NodeGroup:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt, StrictStr, ValidationError
 
-from jobs.job_building.capacity import LaunchError
+from jobs.errors import LaunchError
 from plan_graph.first_step import KARPENTER_NODE_READY_MINUTES
 from trainium_eks import catalog, files, karpenter_termination
 from trainium_eks.contract import PlatformContract

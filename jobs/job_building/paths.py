@@ -1,4 +1,5 @@
-"""Paths of the job tools: where a run keeps its checkpoints on the shared volume (``run_directory``), and the path
+"""Paths of the job tools: where a run keeps its checkpoints on the shared volume (``run_directory``), the check of
+every workload's directory options that they are on it (``on_shared_volume``), and the path
 options of the tools that write (``--kubeconfig``, ``--workdir``): argparse types that refuse, in argparse's one line
 naming the option, what cannot be written, and the creation of a working directory, where what the check could not
 foresee (``/proc`` takes no new directory, even from root) is one line too."""
@@ -7,9 +8,9 @@ from __future__ import annotations
 
 import os
 from argparse import ArgumentTypeError
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from jobs.job_building.capacity import LaunchError
+from jobs.errors import LaunchError
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
 
@@ -20,6 +21,17 @@ def run_directory(contract: PlatformContract, job_name: str, group: NodeGroup) -
     """The run's own checkpoint directory on the shared volume: the node group's name keeps a trn1 and a trn2 run of
     the same job name apart (``training.run_record`` refuses a resume by another world size, backend or model)."""
     return f"{contract.checkpoints_path}/{job_name}/{group.name}"
+
+
+def on_shared_volume(contract: PlatformContract, flag: str, value: str, *, after_dashes: bool = False) -> None:
+    """Refuse a directory option ``flag`` (given after ``--`` with ``after_dashes``) that is not on the shared volume:
+    a pod's own disk goes with the pod."""
+    path, mount = PurePosixPath(value), PurePosixPath(contract.fsx_mount_path)
+    if ".." in path.parts or not path.is_relative_to(mount):
+        raise LaunchError(
+            f"{flag} {value}{' after --' if after_dashes else ''}: not on the shared volume; give a path under {mount}, "
+            "where every pod mounts it (what a pod writes elsewhere is lost when it restarts)"
+        )
 
 
 def _existing_ancestor(path: Path) -> Path:

@@ -14,8 +14,9 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictStr, StringConstraints, ValidationError
 from torchx.schedulers.kubernetes_scheduler import app_to_resource, sanitize_for_serialization
 
+from jobs.errors import LaunchError
 from jobs.job_building import training_security
-from jobs.job_building.capacity import LaunchError, choose_node_group, job_usage, node_count, whole_node_share
+from jobs.job_building.capacity import choose_node_group, job_usage, node_count, whole_node_share
 from jobs.job_building.grace_period import MAX_GRACE_SECONDS, GracePeriod
 from jobs.job_building.torchx_component import (
     JOB_VERSION_ANNOTATION,

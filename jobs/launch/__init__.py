@@ -1,8 +1,8 @@
-"""Launch a training job on the platform, configured from a stack's outputs alone: BERT pretraining (or its Neuron
-precompile), or LLM pre-training with TorchTitan (``--workload torchtitan``, on trn2/trn3 groups); ``jobs.workloads.bert_job``
-and ``jobs.workloads.torchtitan_job`` build them.
+"""Launch a training job on the platform, configured from a stack's outputs alone: one of the registered workloads
+(``jobs.workloads.registry``): BERT pretraining (or its Neuron precompile), the default, or LLM pre-training with
+TorchTitan (``--workload torchtitan``, on trn2/trn3 groups).
 
-    python -m jobs.launch [--stack STACK | --outputs FILE] [--workload bert|torchtitan] [--nodes N]
+    python -m jobs.launch [--stack STACK | --outputs FILE] [--workload NAME] [--nodes N]
                           [--workers-per-node N] [--node-group NAME] [--queue NAME] [--team NAME] [--image-tag TAG]
                           [--name NAME] [--precompile] [--no-bf16] [--step-seconds S] [--checkpoint-gib G]
                           [--capacity-blocks FILE] [--dryrun] [--json] [--api-tunnel PORT] [-- TRAINING ARGS...]
@@ -47,7 +47,7 @@ from jobs.cluster_access.outputs import (
     source_contract,
     workspace,
 )
-from jobs.job_building.capacity import LaunchError
+from jobs.errors import LaunchError
 from jobs.job_building.capacity_blocks import (
     FirstCheckpoint,
     describe_from_ec2,
@@ -62,13 +62,11 @@ from jobs.job_building.platform_job import (
     GRACE_PERIOD_ANNOTATION,
     JobRequest,
 )
-from jobs.workloads.bert_job import BERT
-from jobs.workloads.torchtitan_job import TORCHTITAN
+from jobs.workloads import registry
 from jobs.workloads.workload import CAPACITY_BLOCK_ANNOTATION, DISRUPTIONS_ANNOTATION, TrainingRun, launched_job
 from trainium_eks.cli import OneLineParser, description
 from trainium_eks.contract import PlatformContract
 
-WORKLOADS = {workload.name: workload for workload in (BERT, TORCHTITAN)}
 # When the group's last active Capacity Block ends and how long the job can run until then.
 CAPACITY_BLOCK_END_ANNOTATION = "trainium-eks/capacity-block-end"
 
@@ -94,7 +92,7 @@ def capacity_block_end(
         run.first_checkpoint_steps,
         run.request.step_seconds if grace is None else grace.step_seconds,
         None if grace is None else grace.write_seconds,
-        WORKLOADS[args.workload].checkpoint_options,
+        registry.workloads()[args.workload].checkpoint_options,
     )
     if args.capacity_blocks is not None:
         blocks = read_blocks_file(args.capacity_blocks)
@@ -117,16 +115,21 @@ def parser() -> OneLineParser:
     p.add_argument("--queue", help="Volcano queue (default: the first; with --team, the team's)")
     add_team_option(p)
     p.add_argument("--image-tag", help="training image tag (default: the tag of the node group's training image)")
+    workloads = registry.workloads()
+    default = next(iter(workloads.values()))
     p.add_argument(
         "--workload",
-        choices=tuple(WORKLOADS),
-        default="bert",
-        help="what to train: bert (default) or torchtitan (LLM pre-training, the Neuron tutorial's configuration for "
-        "the group's instance type; trn2/trn3 groups)",
+        choices=tuple(workloads),
+        default=default.name,
+        help="what to train: " + "; ".join(f"{w.name}: {w.summary}" for w in workloads.values()) + f" (default: {default.name})",
     )
-    p.add_argument(
-        "--name", help="job name (default: berttrain, bertcompile with --precompile, qwen3train with --workload torchtitan)"
-    )
+    names = []
+    for workload in workloads.values():
+        chosen = "" if workload is default else f" with --workload {workload.name}"
+        names.append(workload.default_name + chosen)
+        if workload.default_precompile_name:
+            names.append(f"{workload.default_precompile_name}{chosen or ' with'} --precompile")
+    p.add_argument("--name", help=f"job name (default: {', '.join(names)})")
     p.add_argument(
         "--precompile",
         action="store_true",
@@ -159,7 +162,7 @@ def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
 
     def run(args) -> None:
         request = JobRequest.from_options(
-            name=args.name if args.name is not None else WORKLOADS[args.workload].job_name(args.precompile),
+            name=args.name if args.name is not None else registry.workloads()[args.workload].job_name(args.precompile),
             nodes=args.nodes,
             workers_per_node=args.workers_per_node,
             node_group=args.node_group,
@@ -172,7 +175,7 @@ def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
             checkpoint_gib=args.checkpoint_gib,
         )
         contract = workspace(source_contract(args), args.team)
-        run = WORKLOADS[args.workload].plan(contract, request)
+        run = registry.workloads()[args.workload].plan(contract, request)
         job, grace = launched_job(contract, run)
         annotations = job["metadata"]["annotations"]
         block_end = capacity_block_end(contract, run, args, grace, now or datetime.now(UTC))

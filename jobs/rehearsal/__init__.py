@@ -1,6 +1,6 @@
 """Try the job before you deploy: the stack's own training job on this machine, on a CPU, through a real etcd.
 
-    python -m jobs.rehearsal (--stack STACK | --outputs FILE) [--workload bert|torchtitan] [--nodes N]
+    python -m jobs.rehearsal (--stack STACK | --outputs FILE) [--workload NAME] [--nodes N]
                              [--workers-per-node N] [--steps K]
                              [--kill-at STEP | --drain-at STEP [--drains N] | --crash-at-start] [--etcd-members M]
                              [--node-group NAME] [--workdir DIR] [--timeout SECONDS] [--json]
@@ -38,9 +38,9 @@ from typing import get_args
 from pydantic import ValidationError
 
 from jobs.cluster_access.outputs import add_source_options, report_bad_input, source_contract
-from jobs.job_building.capacity import LaunchError
+from jobs.errors import LaunchError
 from jobs.job_building.paths import create_directory, new_directory
-from jobs.rehearsal.cpu_workloads import WORKLOADS
+from jobs.rehearsal.cpu_workloads import cpu_recipes
 from jobs.rehearsal.disruption_table import rehearse_every_disruption
 from jobs.rehearsal.disruptions import table
 from jobs.rehearsal.report import CHECKPOINT_EVERY, NODE_DISRUPTIONS, RehearsalRequest
@@ -49,15 +49,14 @@ from trainium_eks.cli import OneLineParser
 
 __all__ = ["main", "rehearsal_job", "rehearse"]
 
-# A CPU has few cores: two BERT workers per agent, one TorchTitan worker (its FSDP2 steps are the heavier).
-WORKERS_PER_NODE = {"bert": 2, "torchtitan": 1}
-
 
 def request_from(args) -> RehearsalRequest:
     options = {
         "workload": args.workload,
         "nodes": args.nodes,
-        "workers_per_node": WORKERS_PER_NODE[args.workload] if args.workers_per_node is None else args.workers_per_node,
+        "workers_per_node": cpu_recipes()[args.workload].workers_per_node
+        if args.workers_per_node is None
+        else args.workers_per_node,
         "steps": args.steps,
         "kill_at": args.kill_at,
         "drain_at": args.drain_at,
@@ -81,17 +80,21 @@ def request_from(args) -> RehearsalRequest:
 def parser() -> OneLineParser:
     p = OneLineParser(prog="python -m jobs.rehearsal", description=__doc__.splitlines()[0])
     add_source_options(p)
+    recipes = cpu_recipes()
+    default = RehearsalRequest.model_fields["workload"].default
     p.add_argument(
         "--workload",
-        choices=tuple(WORKLOADS),
-        default="bert",
-        help="the job to rehearse: bert (default) or torchtitan (TorchTitan's job, with its CPU recipe; a trn2/trn3 group)",
+        choices=tuple(recipes),
+        default=default,
+        help=f"the job to rehearse, the launcher's for the workload, with its CPU recipe (default: {default})",
     )
     p.add_argument("--nodes", type=int, help="torchrun agents, one per node of the job (default 2)")
     p.add_argument(
         "--workers-per-node",
         type=int,
-        help="training workers per agent (default 2 for bert, 1 for torchtitan: a CPU has few cores)",
+        help="training workers per agent (default "
+        + ", ".join(f"{recipe.workers_per_node} for {name}" for name, recipe in recipes.items())
+        + ": a CPU has few cores)",
     )
     p.add_argument("--steps", type=int, help="training steps (default 40)")
     p.add_argument(

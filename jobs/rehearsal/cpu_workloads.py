@@ -1,9 +1,12 @@
 """What `jobs.rehearsal` runs on CPUs, per workload: the job `jobs.launch` builds for it, what the shared volume must
-hold first, the training options a CPU needs, where rank 0 writes its per-step records and checkpoints, and how a
-worker is killed at a step (``--kill-at``).
+hold first, the training options a CPU needs, where rank 0 writes its per-step records and checkpoints, how a
+worker is killed at a step (``--kill-at``) and at every start (``--crash-at-start``). A workload's declaration names
+its recipe (``jobs.workloads.registry.Workload.rehearsal``); ``cpu_recipes`` reads them all.
 
 - ``bert``: the launcher's BERT job (``training.pretrain_bert``) with the tiny model; the training module kills its own
-  last worker after the step (``--fail-at-step``), as an OOM kill would.
+  last worker after the step (``--fail-at-step``), as an OOM kill would; at step 1 of every start that resumed from
+  no checkpoint (training/pretrain_bert.py fail_here), none being written before step CHECKPOINT_EVERY, it crashes at
+  every start.
 - ``torchtitan``: the TorchTitan job (``jobs.workloads.torchtitan_job``) with the CPU rehearsal's recipe (TorchTitan 0.3.0's
   llama3 debug model with SDPA attention, ``training.titan_configs``; FSDP2 on gloo) and the generated tokenizer and
   text (``training.titan_assets``); a worker of the
@@ -15,18 +18,19 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 from jobs.job_building.grace_period import BYTES_PER_PARAMETER
 from jobs.job_building.platform_job import JobRequest
 from jobs.rehearsal.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, stage_dataset, workers_of
 from jobs.rehearsal.report import CHECKPOINT_EVERY, RehearsalRequest, checkpoints
-from jobs.workloads.bert_job import BERT, DATASET
+from jobs.workloads import registry
+from jobs.workloads.bert_job import DATASET
 from jobs.workloads.titan_recipes import CPU_REHEARSAL
-from jobs.workloads.torchtitan_job import MODULE, last_value, titan_workload
-from jobs.workloads.workload import Workload, launched_job
+from jobs.workloads.torchtitan_job import MODULE, last_value, titan_run
 from training import titan_assets
 from trainium_eks.contract import PlatformContract
 
@@ -49,28 +53,33 @@ def stage_titan_assets(fsx_root: Path, contract: PlatformContract) -> Path:
 
 @dataclass(frozen=True)
 class RehearsedWorkload:
-    """A launcher's workload as `jobs.rehearsal` runs it on CPUs: the job it builds, and what the rehearsal adds."""
+    """How `jobs.rehearsal` runs a launcher's workload on CPUs: the job it builds, and what the rehearsal adds. Any
+    workload whose training module it fits may name it (a BERT variant, BERT's)."""
 
-    workload: Workload  # the launcher's (``jobs.workloads.workload``), whose job the rehearsal runs
     job_name: str
+    workers_per_node: int  # a CPU has few cores
     stage: Callable[[Path, PlatformContract], object]
     training_args: Callable[[RehearsalRequest], dict[str, str]]
     output_flag: str  # the option naming the directory of metrics.jsonl
     saved: Callable[[Path], list[int]]  # the checkpoints' steps, from the output directory
     kill_module: str | None  # the module whose worker is killed by pid at --kill-at (None: it kills itself)
+    # The training options that make a worker fail at every start (--crash-at-start); None: it has none.
+    crash_at_start: Mapping[str, str] | None = None
+    planner: Callable | None = None  # how its run is worked out on a CPU, where not the workload's own planner
     # One checkpoint's size in GiB where the launcher has no sourced one for the CPU model (its --checkpoint-gib).
     checkpoint_gib: Callable[[], float] | None = None
 
     def job(self, contract: PlatformContract, request: RehearsalRequest) -> dict:
         """The job `jobs.launch` builds for the request, grace period included (refused in one line as the launcher
         refuses it, before the CPU model's checkpoint is sized)."""
+        workload = registry.workloads()[request.workload]
         asked = JobRequest(
             name=self.job_name, nodes=request.nodes, workers_per_node=request.workers_per_node, node_group=request.node_group
         )
-        run = self.workload.plan(contract, asked)
         if self.checkpoint_gib is not None:
-            run = self.workload.plan(contract, asked.model_copy(update={"checkpoint_gib": self.checkpoint_gib()}))
-        return launched_job(contract, run)[0]
+            workload.plan(contract, asked, self.planner)
+            asked = asked.model_copy(update={"checkpoint_gib": self.checkpoint_gib()})
+        return workload.job(contract, asked, self.planner)
 
     def output_dir(self, job: dict, overrides: CpuOverrides) -> Path:
         """Where the job's rank 0 writes its records and checkpoints, moved to the local volume."""
@@ -103,24 +112,29 @@ def titan_training(request: RehearsalRequest) -> dict[str, str]:
     return {"--device": "cpu", "--training.steps": str(request.steps), "--checkpoint.interval": str(CHECKPOINT_EVERY)}
 
 
-WORKLOADS = {
-    "bert": RehearsedWorkload(
-        workload=BERT,
-        job_name="berttrain",
-        stage=lambda fsx, contract: stage_dataset(fsx, DATASET),
-        training_args=bert_training,
-        output_flag="--output-dir",
-        saved=checkpoints,
-        kill_module=None,
-    ),
-    "torchtitan": RehearsedWorkload(
-        workload=titan_workload(CPU_REHEARSAL),
-        job_name="titantrain",
-        stage=stage_titan_assets,
-        training_args=titan_training,
-        output_flag="--dump_folder",
-        saved=lambda dump_folder: complete_checkpoints(dump_folder / "checkpoint"),
-        kill_module=MODULE,
-        checkpoint_gib=titan_cpu_checkpoint_gib,
-    ),
-}
+BERT_ON_CPU = RehearsedWorkload(
+    job_name="berttrain",
+    workers_per_node=2,
+    stage=lambda fsx, contract: stage_dataset(fsx, DATASET),
+    training_args=bert_training,
+    output_flag="--output-dir",
+    saved=checkpoints,
+    kill_module=None,
+    crash_at_start={"--fail-at-step": "1"},
+)
+TORCHTITAN_ON_CPU = RehearsedWorkload(
+    job_name="titantrain",
+    workers_per_node=1,  # its FSDP2 steps are the heavier
+    stage=stage_titan_assets,
+    training_args=titan_training,
+    output_flag="--dump_folder",
+    saved=lambda dump_folder: complete_checkpoints(dump_folder / "checkpoint"),
+    kill_module=MODULE,
+    planner=partial(titan_run, recipe=CPU_REHEARSAL),
+    checkpoint_gib=titan_cpu_checkpoint_gib,
+)
+
+
+def cpu_recipes() -> dict[str, RehearsedWorkload]:
+    """Each registered workload's CPU recipe, where it declares one, by workload name."""
+    return {name: registry.resolve(w.rehearsal) for name, w in registry.workloads().items() if w.rehearsal is not None}

@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from jobs.job_building.capacity import LaunchError, choose_node_group
+from jobs.errors import LaunchError
+from jobs.job_building.capacity import choose_node_group
 from jobs.job_building.capacity_blocks import in_capacity_block
 from jobs.job_building.grace_period import pod_grace_seconds
 from jobs.rehearsal.disruptions import KINDS, Row, action_for
-from jobs.rehearsal.report import CHECKPOINT_EVERY, Outcome, RehearsalRequest
+from jobs.rehearsal.report import CHECKPOINT_EVERY, Outcome, RehearsalRequest, crash_loop_refusal
 from jobs.rehearsal.run import rehearsal_job, rehearse
 from trainium_eks.contract import PlatformContract
 
@@ -27,10 +28,8 @@ def request_for(kind: str, base: RehearsalRequest) -> RehearsalRequest:
     if kind == "process-crash":
         return RehearsalRequest(**common, steps=STEPS, kill_at=DISRUPT_AT)
     if kind == "crash-loop":
-        if base.workload != "bert":
-            raise LaunchError(
-                "--disruptions: its crash loop is BERT's (--fail-at-step), TorchTitan's script has none; use --workload bert"
-            )
+        if base.cpu_recipe().crash_at_start is None:
+            raise LaunchError(f"--disruptions: its crash loop needs one; {crash_loop_refusal(base.workload)}")
         return RehearsalRequest(**common, steps=STEPS, crash_at_start=True)
     return RehearsalRequest(**common, steps=STEPS, drain_at=DISRUPT_AT, disruption=kind)
 

@@ -9,10 +9,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, StrictStr, field_validator, model_validator
 
 from jobs.rehearsal.local_agents import TINY_CPU_TRAINING
 from jobs.rehearsal.volcano_lifecycle import JobStatus
+from jobs.workloads import registry
 from trainium_eks.karpenter_termination import DISRUPTIONS
 
 KEPT_NODES = tuple(name for name, disruption in DISRUPTIONS.items() if disruption.voluntary_reason)
@@ -32,12 +33,23 @@ NODE_DISRUPTIONS = Literal[
 CHECKPOINT_EVERY = int(TINY_CPU_TRAINING["--checkpoint-every"])
 
 
+def rehearsed_workloads() -> tuple[str, ...]:
+    """The registered workloads that declare a CPU recipe (``jobs.workloads.registry``)."""
+    return tuple(name for name, workload in registry.workloads().items() if workload.rehearsal is not None)
+
+
+def crash_loop_refusal(workload: str) -> str:
+    """Why ``workload``'s run cannot crash at every start, and the workloads whose can."""
+    able = [name for name in rehearsed_workloads() if registry.resolve(registry.workloads()[name].rehearsal).crash_at_start]
+    return f"--workload {workload}'s training script has no way to fail at every start; use --workload {' or '.join(able)}"
+
+
 class RehearsalRequest(BaseModel):
     """The command line, validated once."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    workload: Literal["bert", "torchtitan"] = "bert"
+    workload: StrictStr = next(iter(registry.workloads()))  # a registered workload with a CPU recipe; the first
     nodes: PositiveInt = 2
     workers_per_node: PositiveInt = 2
     steps: PositiveInt = 40
@@ -51,17 +63,25 @@ class RehearsalRequest(BaseModel):
     node_group: StrictStr | None = None
     timeout: PositiveFloat = 900.0
 
+    @field_validator("workload")
+    @classmethod
+    def _rehearsed(cls, name: str) -> str:
+        if name not in rehearsed_workloads():
+            raise ValueError(f"no CPU recipe for it; choose one of {', '.join(rehearsed_workloads())}")
+        return name
+
+    def cpu_recipe(self):
+        """Its workload's CPU recipe (``jobs.rehearsal.cpu_workloads.RehearsedWorkload``)."""
+        return registry.resolve(registry.workloads()[self.workload].rehearsal)
+
     @model_validator(mode="after")
     def _interruption_within_the_run(self) -> RehearsalRequest:
         asked = [flag for flag, given in (("--kill-at", self.kill_at), ("--drain-at", self.drain_at)) if given is not None]
         asked += ["--crash-at-start"] if self.crash_at_start else []
         if len(asked) > 1:
             raise ValueError(f"{' and '.join(asked)}: give one; a run rehearses one kind of interruption")
-        if self.crash_at_start and self.workload != "bert":
-            raise ValueError(
-                "--crash-at-start: the BERT script fails on purpose (--fail-at-step) and TorchTitan's does not; "
-                "use --workload bert"
-            )
+        if self.crash_at_start and self.cpu_recipe().crash_at_start is None:
+            raise ValueError(f"--crash-at-start: {crash_loop_refusal(self.workload)}")
         if self.disruption is not None and self.drain_at is None:
             raise ValueError(f"--disruption {self.disruption}: give --drain-at STEP too, the step it comes after")
         if self.drains > 1 and self.drain_at is None:

@@ -9,12 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.job_building.capacity import LaunchError, choose_node_group
+from jobs.errors import LaunchError
+from jobs.job_building.capacity import choose_node_group
 from jobs.job_building.capacity_blocks import in_capacity_block
 from jobs.job_building.grace_period import pod_grace_seconds
 from jobs.job_building.torchx_component import JOB_VERSION_ANNOTATION
 from jobs.local_etcd import LocalEtcd
-from jobs.rehearsal.cpu_workloads import WORKLOADS
+from jobs.rehearsal.cpu_workloads import cpu_recipes
 from jobs.rehearsal.disruptions import Action, action_for
 from jobs.rehearsal.local_agents import CpuOverrides, Rehearsal, read_metrics
 from jobs.rehearsal.report import CHECKPOINT_EVERY, DrainEvent, JobRun, Outcome, RehearsalRequest, outcome, progress
@@ -34,14 +35,11 @@ from trainium_eks.contract import PlatformContract
 POLL_SECONDS = 0.2
 # While a drain waits for its step: the tiny model's steps take tens of milliseconds on a CPU.
 DRAIN_POLL_SECONDS = 0.01
-# --crash-at-start (BERT): its last worker kills itself after step 1 of every start that resumed from no checkpoint
-# (training/pretrain_bert.py fail_here), and none is written before step CHECKPOINT_EVERY: it crashes at every start.
-CRASH_AT_START = {"--fail-at-step": "1"}
 
 
 def rehearsal_job(contract: PlatformContract, request: RehearsalRequest) -> dict:
     """The job `jobs.launch` builds for the request's workload (refused in one line as the launcher refuses it)."""
-    return WORKLOADS[request.workload].job(contract, request)
+    return cpu_recipes()[request.workload].job(contract, request)
 
 
 @dataclass
@@ -160,7 +158,7 @@ def rehearse(contract: PlatformContract, request: RehearsalRequest, job: dict, w
         lifecycle = JobLifecycle.of(job)
     except VolcanoRefusal as refusal:
         raise LaunchError(f"the job's lifecycle policies: Volcano's admission webhook refuses them: {refusal}") from None
-    workload = WORKLOADS[request.workload]
+    workload = cpu_recipes()[request.workload]
     group = choose_node_group(contract, request.node_group)
     action = None
     if request.disruption is not None:
@@ -174,7 +172,7 @@ def rehearse(contract: PlatformContract, request: RehearsalRequest, job: dict, w
         etcd_endpoint=etcd.endpoint(etcd.members[0]),
         fsx_root=fsx,
         fsx_mount_path=contract.fsx_mount_path,
-        training_args={**workload.training_args(request), **(CRASH_AT_START if request.crash_at_start else {})},
+        training_args={**workload.training_args(request), **(workload.crash_at_start if request.crash_at_start else {})},
     )
     output_dir = workload.output_dir(job, overrides)
     watch = Watch(output_dir / "metrics.jsonl", request, say, deadline=time.monotonic() + request.timeout)

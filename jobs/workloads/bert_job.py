@@ -6,16 +6,16 @@ run (``jobs.workloads.workload``): its Volcano Job, its pods' grace period and t
 from __future__ import annotations
 
 from functools import partial
-from pathlib import PurePosixPath
 from typing import Any
 
-from jobs.job_building.capacity import LaunchError, choose_node_group
+from jobs.errors import LaunchError
+from jobs.job_building.capacity import choose_node_group
 from jobs.job_building.grace_period import job_grace_period
-from jobs.job_building.paths import run_directory
+from jobs.job_building.paths import on_shared_volume, run_directory
 from jobs.job_building.platform_job import JobRequest, placement
+from jobs.workloads.bert import BATCH_SIZE, GRAD_ACCUM_STEPS, WORKLOAD
 from jobs.workloads.compile_cache import compile_cache
-from jobs.workloads.default_jobs import BERT_BATCH_SIZE, BERT_DEFAULT_NAME, BERT_GRAD_ACCUM_STEPS
-from jobs.workloads.workload import TrainingRun, Workload
+from jobs.workloads.workload import TrainingRun
 from training import options
 from trainium_eks.cli import UsageError
 from trainium_eks.contract import PlatformContract
@@ -61,12 +61,9 @@ def bert_run(contract: PlatformContract, request: JobRequest) -> TrainingRun:
     )
 
 
-BERT = Workload("bert", bert_run, ("--checkpoint-every", "--steps-this-run"), BERT_DEFAULT_NAME, "bertcompile")
-
-
 def volcano_job(contract: PlatformContract, request: JobRequest) -> dict:
     """The Volcano Job for ``request``, validated against the platform's capacity."""
-    return BERT.job(contract, request)
+    return WORKLOAD.job(contract, request)
 
 
 def first_checkpoint_steps(chosen: dict[str, Any], defaults) -> int:
@@ -100,22 +97,11 @@ def training_options(contract: PlatformContract, request: JobRequest) -> dict[st
         # The run's own: another node group's run of the same name never resumes from these checkpoints.
         "output_dir": run_directory(contract, request.name, group),
         "tensorboard_dir": f"{contract.tensorboard_log_path}/{request.name}",
-        "batch_size": BERT_BATCH_SIZE,
-        "grad_accum_steps": BERT_GRAD_ACCUM_STEPS,
+        "batch_size": BATCH_SIZE,
+        "grad_accum_steps": GRAD_ACCUM_STEPS,
         **({"steps_this_run": PRECOMPILE_STEPS} if request.precompile else {}),
         **given,
     }
     for name in VOLUME_OPTIONS:
-        on_shared_volume(contract, name, chosen[name])
+        on_shared_volume(contract, "--" + name.replace("_", "-"), str(chosen[name]), after_dashes=True)
     return chosen
-
-
-def on_shared_volume(contract: PlatformContract, name: str, value: Any) -> None:
-    """Refuse a directory given after `--` that is not on the shared volume: a pod's own disk goes with the pod."""
-    path, mount = PurePosixPath(str(value)), PurePosixPath(contract.fsx_mount_path)
-    if ".." in path.parts or not path.is_relative_to(mount):
-        flag = "--" + name.replace("_", "-")
-        raise LaunchError(
-            f"{flag} {value} after --: not on the shared volume; give a path under {mount}, where every pod mounts it "
-            "(what a pod writes elsewhere is lost when it restarts)"
-        )

@@ -17,7 +17,7 @@ import json
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any
 
-from jobs.job_building.capacity import LaunchError
+from jobs.errors import LaunchError
 from jobs.workloads.compile_cache import CompileCache
 
 # The configuration's fields that shape the compiled graphs (``jobs.workloads.compile_cache``'s reasons): the sequence and

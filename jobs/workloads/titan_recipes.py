@@ -1,7 +1,7 @@
 """The TorchTitan recipes the platform trains, as data: each instance type's cited TorchTitan Neuron configuration
 (``RECIPES``) and the CPU rehearsal's, with the model size a checkpoint's bytes come from. Light on purpose: the plan
 (``preflight``) reads a recipe's checkpoint size from here without TorchTitan, TorchX or the launcher
-(``jobs.workloads.default_jobs``); ``jobs.workloads.torchtitan_job`` builds jobs from them."""
+(``jobs.workloads.torchtitan``' default job); ``jobs.workloads.torchtitan_job`` builds jobs from them."""
 
 from __future__ import annotations
 

@@ -22,24 +22,23 @@ configuration and its sizes) and in the device, which ``training.titan_train`` f
 TorchTitan options given after ``--`` come after the launcher's: TorchTitan takes the last value of an option given
 twice (tyro, as argparse), so each replaces the launcher's of the same name. The whole command line is parsed by the
 installed TorchTitan before the job is built (``jobs.workloads.titan_config``): an unknown or malformed option is refused.
-Which backends train TorchTitan, and on which generations, is their records' (``trainium_eks/backends.py``, with the
-Neuron docs' word on TorchNeuron's instance families).
+Which backends run TorchTitan is its declaration's (``jobs.workloads.torchtitan``), the generations they train their
+records' (``trainium_eks/backends.py``, with the Neuron docs' word on TorchNeuron's instance families).
 """
 
 from __future__ import annotations
 
 from functools import partial
-from pathlib import PurePosixPath
 
-from jobs.job_building.capacity import LaunchError, choose_node_group
+from jobs.errors import LaunchError
+from jobs.job_building.capacity import choose_node_group
 from jobs.job_building.grace_period import MAX_GRACE_SECONDS, MB, GracePeriod
-from jobs.job_building.paths import run_directory
+from jobs.job_building.paths import on_shared_volume, run_directory
 from jobs.job_building.platform_job import JobRequest, placement
-from jobs.workloads.default_jobs import TORCHTITAN_DEFAULT_NAME
 from jobs.workloads.titan_config import field_value, parse_titan_options, titan_compile_cache
 from jobs.workloads.titan_recipes import RECIPES, TitanRecipe
-from jobs.workloads.workload import TrainingRun, Workload
-from trainium_eks import backends
+from jobs.workloads.torchtitan import WORKLOAD
+from jobs.workloads.workload import TrainingRun
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
 
@@ -117,26 +116,10 @@ def last_value(options: list[str], flag: str) -> str:
     return value
 
 
-def on_shared_volume(contract: PlatformContract, flag: str, value: str) -> None:
-    path, mount = PurePosixPath(value), PurePosixPath(contract.fsx_mount_path)
-    if ".." in path.parts or not path.is_relative_to(mount):
-        raise LaunchError(
-            f"{flag} {value}: not on the shared volume; give a path under {mount}, where every pod mounts it "
-            "(what a pod writes elsewhere is lost when it restarts)"
-        )
-
-
 def titan_run(contract: PlatformContract, request: JobRequest, recipe: TitanRecipe | None = None) -> TrainingRun:
     """``request``'s TorchTitan run on its node group, with ``recipe`` (default: the group's tutorial recipe), its
     options worked out once."""
     group = choose_node_group(contract, request.node_group)
-    software = contract.software(group)
-    backend = backends.BACKENDS.get(software.backend)
-    if backend is None or backends.TORCHTITAN not in backend.workloads or software.generation not in backend.generations:
-        raise LaunchError(
-            f"--node-group {group.name}: a {group.instance_type} is {software.generation}; TorchTitan Neuron runs on "
-            "TorchNeuron, which trains Trn2 and Trn3 only; choose a trn2 or trn3 group"
-        )
     recipe = recipe or recipe_of(group)
     placed = placement(contract, request)
     if placed.world_size % recipe.tensor_parallel:
@@ -172,19 +155,9 @@ def titan_run(contract: PlatformContract, request: JobRequest, recipe: TitanReci
     )
 
 
-def titan_workload(recipe: TitanRecipe | None = None) -> Workload:
-    """TorchTitan's workload with ``recipe`` (default: the tutorial recipe of each group's instance type)."""
-    return Workload(
-        "torchtitan", partial(titan_run, recipe=recipe), ("--checkpoint.interval", "--training.steps"), TORCHTITAN_DEFAULT_NAME
-    )
-
-
-TORCHTITAN = titan_workload()
-
-
 def titan_job(contract: PlatformContract, request: JobRequest, recipe: TitanRecipe | None = None) -> dict:
     """The Volcano Job of ``request`` on its node group, with ``recipe`` (default: the group's tutorial recipe)."""
-    return titan_workload(recipe).job(contract, request)
+    return WORKLOAD.job(contract, request, partial(titan_run, recipe=recipe))
 
 
 def titan_grace_period(recipe: TitanRecipe, request: JobRequest, throughput_mb_s: float) -> GracePeriod:

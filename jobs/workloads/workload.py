@@ -1,13 +1,13 @@
-"""A training workload of the platform's (BERT, TorchTitan) and the one builder of a torchrun job on whole nodes.
+"""A training workload's run and the one builder of a torchrun job on whole nodes.
 
-A workload declares its module and how it works out a request's run (``Workload.plan``): the training options, worked
-out once, and what follows from them: the compile cache, the steps to the first checkpoint, the pods' grace period
-and the job's annotations. ``training_job`` turns any run into the Volcano Job of
+A workload (``jobs.workloads.registry``) works out a request's run (``TrainingRun``): the training options, worked out
+once, and what follows from them: the compile cache, the steps to the first checkpoint, the pods' grace period and
+the job's annotations. ``training_job`` turns any run into the Volcano Job of
 ``jobs.job_building.platform_job.whole_node_job``, and ``launched_job`` finishes a training run's job with the grace
 period its drain needs (refused where a Capacity Block's window cannot hold it): `jobs.launch` submits that job,
-`jobs.rehearsal` runs the same job on CPUs, grace period included, and the acceptance checks that run torchrun build
-theirs with ``training_job`` (``jobs.acceptance.check_workload.check_job``, the builder of every check's job), as they
-write no checkpoint.
+`jobs.rehearsal` runs the same job on CPUs, grace period included (``Workload.job``), and the acceptance checks that
+run torchrun build theirs with ``training_job`` (``jobs.acceptance.check_workload.check_job``, the builder of every
+check's job), as they write no checkpoint.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from jobs.job_building.capacity import LaunchError
+from jobs.errors import LaunchError
 from jobs.job_building.capacity_blocks import in_capacity_block
 from jobs.job_building.grace_period import KUBERNETES_DEFAULT_GRACE_SECONDS, GracePeriod
 from jobs.job_building.paths import run_directory
@@ -57,27 +57,6 @@ class TrainingRun:
     grace_period: Callable[[float], GracePeriod] | None = None
     precompile: bool = False
     annotations: Mapping[str, str] = field(default_factory=dict)  # what the job's annotations add of the workload's
-
-
-@dataclass(frozen=True)
-class Workload:
-    """What the launcher runs as ``--workload NAME``: how a request's run is worked out, the training options after
-    -- that bring its first checkpoint sooner (its interval, its steps), and its job's default name (with
-    ``--precompile``, its precompile job's, where it has one)."""
-
-    name: str
-    plan: Callable[[PlatformContract, JobRequest], TrainingRun]
-    checkpoint_options: tuple[str, str]
-    default_name: str
-    default_precompile_name: str | None = None
-
-    def job_name(self, precompile: bool) -> str:
-        """The job's name when ``--name`` is not given."""
-        return self.default_precompile_name if precompile and self.default_precompile_name else self.default_name
-
-    def job(self, contract: PlatformContract, request: JobRequest) -> dict:
-        """The job the launcher submits for ``request``: ``launched_job`` of its run."""
-        return launched_job(contract, self.plan(contract, request))[0]
 
 
 def training_job(contract: PlatformContract, run: TrainingRun) -> dict:

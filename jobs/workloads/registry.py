@@ -1,0 +1,111 @@
+"""Every workload the platform runs, in one registry, as TorchTitan registers its train specs: a workload is one
+module that declares ``WORKLOAD``, a ``Workload`` record, and ``WORKLOAD_MODULES`` names those modules in the order
+``--workload`` lists them (the first is the default). The launcher's ``--workload`` choices, help and job names, the
+rehearsal's choices and CPU shape, and the plan's Capacity Block drains (``preflight.drain_windows``) all read it.
+
+A declaration is data and light to import: what builds its jobs (TorchX) and what runs it on CPUs (torch) it names by
+import path, ``"module:attribute"``, which only the command that uses them imports, so ``preflight`` reads every
+workload without the training stack (tests/test_layers.py). What every workload's request is checked for (its node
+group's backend among the workload's) is done here once, before its planner works out the run.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from jobs.errors import LaunchError
+from jobs.job_building.capacity import choose_node_group
+from jobs.job_building.grace_period import GracePeriod
+from trainium_eks import backends
+from trainium_eks.contract import PlatformContract
+
+if TYPE_CHECKING:  # the planners' types: their modules import TorchX, which the plan does without
+    from jobs.job_building.platform_job import JobRequest
+    from jobs.workloads.workload import TrainingRun
+
+# The workloads' modules, in the order `--workload` lists them.
+WORKLOAD_MODULES = ("jobs.workloads.bert", "jobs.workloads.torchtitan")
+
+
+@dataclass(frozen=True)
+class DefaultJob:
+    """A workload's default job on an instance type: ``jobs.launch --workload WORKLOAD`` with no other option."""
+
+    workload: str
+    name: str
+    recipe: str  # the model it trains
+    grace: GracePeriod
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the launcher runs as ``--workload NAME``: which backends run its training module, how a request's run is
+    worked out (``planner``), the options after ``--`` that bring its first checkpoint sooner (its interval, its
+    steps), its job's default name (with ``--precompile``, its precompile job's, where it has one), its default job on
+    an instance type as the plan judges its drain, and how the rehearsal runs it on CPUs."""
+
+    name: str
+    summary: str  # what it trains and where, for --workload's help
+    backends: tuple[str, ...]  # the training backends (``trainium_eks.backends``) its training module runs on
+    planner: str  # "module:function" of (contract, JobRequest) -> jobs.workloads.workload.TrainingRun
+    checkpoint_options: tuple[str, str]
+    default_name: str
+    # Its default job on an instance type at a file system throughput in MB/s; None where it has none there.
+    default_job: Callable[[str, float], DefaultJob | None]
+    rehearsal: str | None = None  # "module:attribute" of its CPU recipe (jobs.rehearsal.cpu_workloads.CpuRecipe)
+    default_precompile_name: str | None = None
+
+    def job_name(self, precompile: bool) -> str:
+        """The job's name when ``--name`` is not given."""
+        return self.default_precompile_name if precompile and self.default_precompile_name else self.default_name
+
+    def plan(self, contract: PlatformContract, request: JobRequest, planner: Callable | None = None) -> TrainingRun:
+        """``request``'s run (``planner``, default the workload's own), refused in one line where the node group's
+        image trains on a backend the workload's training module does not run on."""
+        group = choose_node_group(contract, request.node_group)
+        software = contract.software(group)
+        backend = backends.BACKENDS.get(software.backend)  # one this launcher does not know, placement refuses
+        if backend is not None and (backend.name not in self.backends or software.generation not in backend.generations):
+            raise LaunchError(f"--node-group {group.name}: a {group.instance_type} is {software.generation}; {self.runs_on()}")
+        return (planner or resolve(self.planner))(contract, request)
+
+    def job(self, contract: PlatformContract, request: JobRequest, planner: Callable | None = None) -> dict:
+        """The job the launcher submits for ``request``: its run's ``launched_job``, the builder's last step."""
+        from jobs.workloads.workload import launched_job  # TorchX builds it: imported by the commands that build jobs
+
+        return launched_job(contract, self.plan(contract, request, planner))[0]
+
+    def runs_on(self) -> str:
+        """Which groups run it, worded from its backends' records, with the fix."""
+        own = [backends.BACKENDS[name] for name in self.backends if backends.BACKENDS[name].generations]
+        if not own:
+            return f"--workload {self.name} runs on no Trainium generation's training image"
+        where = " and ".join(f"the {backend.name} backend ({', '.join(backend.generations)})" for backend in own)
+        generations = dict.fromkeys(generation for backend in own for generation in backend.generations)
+        return f"--workload {self.name} runs on {where}; choose a {' or '.join(generations)} group"
+
+
+def resolve(reference: str) -> Any:
+    """The attribute a ``"module:attribute"`` reference names, its module imported now."""
+    module, _, attribute = reference.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def workloads() -> Mapping[str, Workload]:
+    """Every registered workload by name, in ``WORKLOAD_MODULES``' order."""
+    declared: dict[str, Workload] = {}
+    for module in WORKLOAD_MODULES:
+        workload = importlib.import_module(module).WORKLOAD
+        if workload.name in declared:
+            raise ValueError(f"{module}: workload {workload.name} is declared twice; give it another name")
+        declared[workload.name] = workload
+    return declared
+
+
+def default_jobs(instance_type: str, throughput_mb_s: float) -> tuple[DefaultJob, ...]:
+    """Each workload's default job on ``instance_type``, where it has one."""
+    jobs = (workload.default_job(instance_type, throughput_mb_s) for workload in workloads().values())
+    return tuple(job for job in jobs if job is not None)
