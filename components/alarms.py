@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.cluster import ClusterHandle
 from components.monitoring import CONTAINER_INSIGHTS, FSX_NAMESPACE
 from components.rendezvous import ETCD_NAME
 
@@ -59,12 +60,11 @@ class AlarmRule:
 @dataclass(frozen=True)
 class AlarmsArgs:
     topic_arn: str
-    cluster_name: str
+    cluster: ClusterHandle  # its configured name is the metrics' ClusterName dimension
     job_namespace: str
     etcd_members: int
     file_system_id: pulumi.Input[str]
     fsx_capacity_gib: int
-    tags: Mapping[str, str]
     depends_on: Sequence[pulumi.Resource]  # the add-on: an alarm created before metrics flow starts in alarm
 
 
@@ -73,7 +73,7 @@ def etcd_majority(members: int) -> int:
 
 
 def alarm_rules(args: AlarmsArgs) -> tuple[AlarmRule, ...]:
-    cluster = {"ClusterName": args.cluster_name}
+    cluster = {"ClusterName": args.cluster.config_name}
     majority = etcd_majority(args.etcd_members)
     return (
         AlarmRule(
@@ -147,7 +147,7 @@ def alarm_rules(args: AlarmsArgs) -> tuple[AlarmRule, ...]:
             "running jobs lose their rendezvous and restart, and new jobs cannot start.",
             CONTAINER_INSIGHTS,
             "service_number_of_running_pods",
-            {"Service": ETCD_NAME, "Namespace": args.job_namespace, "ClusterName": args.cluster_name},
+            {"Service": ETCD_NAME, "Namespace": args.job_namespace, "ClusterName": args.cluster.config_name},
             "Minimum",
             "LessThanThreshold",
             majority,
@@ -169,7 +169,7 @@ class Alarms(pulumi.ComponentResource):
         self.alarm_names = [
             aws.cloudwatch.MetricAlarm(
                 f"{name}-{rule.short}",
-                name=f"{args.cluster_name}-{rule.short}",
+                name=f"{args.cluster.config_name}-{rule.short}",
                 alarm_description=rule.description,
                 namespace=rule.namespace,
                 metric_name=rule.metric,
@@ -182,7 +182,7 @@ class Alarms(pulumi.ComponentResource):
                 treat_missing_data=rule.treat_missing_data,
                 alarm_actions=[args.topic_arn],
                 ok_actions=[args.topic_arn],
-                tags=dict(args.tags),
+                tags=dict(args.cluster.tags),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
             ).name
             for rule in alarm_rules(args)

@@ -17,11 +17,12 @@ User Guide, "Using resource-based policies for Amazon EventBridge", Amazon SNS p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
+
+from components.cluster import ClusterHandle
 
 EC2_EVENT_SOURCE = "aws.ec2"
 CAPACITY_BLOCK_DETAIL_TYPES = (
@@ -37,9 +38,8 @@ def event_pattern() -> dict:
 
 @dataclass(frozen=True)
 class CapacityBlockEventsArgs:
-    cluster_name: str
+    cluster: ClusterHandle
     topic_arn: str
-    tags: Mapping[str, str]
 
 
 class CapacityBlockEvents(pulumi.ComponentResource):
@@ -53,10 +53,10 @@ class CapacityBlockEvents(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.rule = aws.cloudwatch.EventRule(
             f"{name}-rule",
-            name=f"{args.cluster_name}-blocks",  # EventBridge allows 64 characters, the cluster name up to 56
-            description=f"Capacity Block delivery, expiry and interruption events, for {args.cluster_name}",
+            name=f"{args.cluster.config_name}-blocks",  # EventBridge allows 64 characters, the cluster name up to 56
+            description=f"Capacity Block delivery, expiry and interruption events, for {args.cluster.config_name}",
             event_pattern=pulumi.Output.json_dumps(event_pattern()),
-            tags=dict(args.tags),
+            tags=dict(args.cluster.tags),
             opts=child,
         )
         self.target = aws.cloudwatch.EventTarget(f"{name}-topic", rule=self.rule.name, arn=args.topic_arn, opts=child)

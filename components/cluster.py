@@ -55,6 +55,7 @@ def control_plane_log_group(cluster_name: str) -> str:
 @dataclass(frozen=True)
 class ClusterArgs:
     config: ClusterConfig
+    region: str
     vpc_id: pulumi.Input[str]
     private_subnet_ids: pulumi.Input[list]
     public_subnet_ids: pulumi.Input[list]
@@ -70,20 +71,33 @@ class ClusterArgs:
     api_access_path: Sequence[pulumi.Resource] = ()
 
 
-class Cluster(pulumi.ComponentResource):
-    """EKS control plane plus what every other component needs from it."""
+@dataclass(frozen=True)
+class ClusterHandle:
+    """What every later stage takes of the cluster, whole, as pulumi-eks hands its cluster to node groups and the
+    terraform-aws-modules/eks submodules take the cluster's outputs: what the stack configured of it (known before it
+    exists: resource names, log groups, metric dimensions) and what it outputs."""
 
-    name: pulumi.Output[str]
+    config_name: str  # the configured name
+    kubernetes_version: str
+    region: str
+    tags: Mapping[str, str]
+    name: pulumi.Output[str]  # the control plane's, as it outputs it: an input of it waits for the cluster
     endpoint: pulumi.Output[str]
-    kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
     oidc_provider_arn: pulumi.Output[str]
     oidc_issuer: pulumi.Output[str]
-    cluster_security_group_id: pulumi.Output[str]
-    node_role_arn: pulumi.Output[str]
-    node_role_dependencies: list[aws.iam.RolePolicyAttachment]
-    system_node_group: aws.eks.NodeGroup
-    provider: k8s.Provider
+    security_group_id: pulumi.Output[str]  # the cluster security group, which every node joins
+    node_role_arn: pulumi.Output[str]  # the managed node groups' instance role
+    node_role_dependencies: Sequence[pulumi.Resource]  # its policies and the VPC CNI: a node joins once they exist
+    system_nodes: aws.eks.NodeGroup  # where the add-ons' controllers run; their releases wait for them
     block_storage_class: pulumi.Output[str]
+
+
+class Cluster(pulumi.ComponentResource):
+    """EKS control plane plus what every other component needs from it (``handle``)."""
+
+    handle: ClusterHandle
+    kubeconfig: pulumi.Output[str]  # for the contract alone: no stage reaches the API but through ``handle.provider``
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainium-eks:cluster:Cluster", name, None, opts)
@@ -94,8 +108,8 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-node", description=f"Instance role of the managed node groups of {cfg.name}", tags=tags, parent=self
         )
         vpc_cni = self._system_nodes(name, args, control_plane, node_role, attachments, tags)
-        self.provider = self._kubernetes_provider(name, args, control_plane, tags)
-        self.block_storage_class = self._block_storage(name, cfg, control_plane, tags, args.protect)
+        self._kube_provider = self._kubernetes_provider(name, args, control_plane, tags)
+        block_storage_class = self._block_storage(name, cfg, control_plane, tags, args.protect)
         if args.node_monitoring_agent:
             # Node conditions for Neuron, kernel, networking, storage and runtime faults, which node auto repair acts on.
             # No service-account role: the add-on "doesn't require additional permissions" (EKS user guide, available
@@ -107,18 +121,28 @@ class Cluster(pulumi.ComponentResource):
                 cfg,
                 control_plane,
                 tags,
-                depends_on=[self.system_node_group],
+                depends_on=[self._system_node_group],
             )
 
-        self.name = control_plane.eks_cluster.name
-        self.endpoint = control_plane.eks_cluster.endpoint
         self.kubeconfig = pulumi.Output.secret(control_plane.kubeconfig_json)
-        self.oidc_provider_arn = control_plane.oidc_provider_arn
-        self.oidc_issuer = control_plane.oidc_issuer
-        self.cluster_security_group_id = control_plane.eks_cluster.vpc_config.cluster_security_group_id
-        self.node_role_arn = node_role.arn
-        self.node_role_dependencies = [*attachments, vpc_cni]
-        self.register_outputs({"name": self.name, "endpoint": self.endpoint, "oidcProviderArn": self.oidc_provider_arn})
+        self.handle = ClusterHandle(
+            config_name=cfg.name,
+            kubernetes_version=cfg.kubernetes_version,
+            region=args.region,
+            tags=args.tags,
+            name=control_plane.eks_cluster.name,
+            endpoint=control_plane.eks_cluster.endpoint,
+            provider=self._kube_provider,
+            oidc_provider_arn=control_plane.oidc_provider_arn,
+            oidc_issuer=control_plane.oidc_issuer,
+            security_group_id=control_plane.eks_cluster.vpc_config.cluster_security_group_id,
+            node_role_arn=node_role.arn,
+            node_role_dependencies=(*attachments, vpc_cni),
+            system_nodes=self._system_node_group,
+            block_storage_class=block_storage_class,
+        )
+        handle = self.handle
+        self.register_outputs({"name": handle.name, "endpoint": handle.endpoint, "oidcProviderArn": handle.oidc_provider_arn})
 
     def _control_plane(self, name: str, args: ClusterArgs, tags: dict) -> eks.Cluster:
         """The EKS control plane with its Secrets key, its log group, and a cluster role that cannot create log groups."""
@@ -199,7 +223,7 @@ class Cluster(pulumi.ComponentResource):
         attachments: Sequence[aws.iam.RolePolicyAttachment],
         tags: dict,
     ) -> aws.eks.Addon:
-        """The system node group (``self.system_node_group``), after the VPC CNI add-on it needs, which it returns."""
+        """The system node group (``self._system_node_group``), after the VPC CNI add-on it needs, which it returns."""
         cfg = args.config
         system_template = launch_template(
             f"{name}-system",
@@ -225,7 +249,7 @@ class Cluster(pulumi.ComponentResource):
             configuration=VPC_CNI_CONFIGURATION,
         )
         scaling = cfg.system_scaling
-        self.system_node_group = aws.eks.NodeGroup(
+        self._system_node_group = aws.eks.NodeGroup(
             f"{name}-system",
             cluster_name=control_plane.eks_cluster.name,
             node_group_name=f"{cfg.name}-system",
@@ -328,7 +352,7 @@ class Cluster(pulumi.ComponentResource):
             service_account=EBS_CSI_SERVICE_ACCOUNT,
             policy_arn=EBS_CSI_POLICY,
             # The add-on turns ACTIVE only once its controller runs, which needs the system nodes.
-            depends_on=[self.system_node_group],
+            depends_on=[self._system_node_group],
         )
         storage_class = k8s.storage.v1.StorageClass(
             f"{name}-gp3",
@@ -338,6 +362,6 @@ class Cluster(pulumi.ComponentResource):
             volume_binding_mode="WaitForFirstConsumer",
             reclaim_policy="Retain" if protect else "Delete",
             allow_volume_expansion=True,
-            opts=pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[addon]),
+            opts=pulumi.ResourceOptions(parent=self, provider=self._kube_provider, depends_on=[addon]),
         )
         return storage_class.metadata.name

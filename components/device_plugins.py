@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.cluster import ClusterHandle
 from components.kube import helm_release, trainium_node_selector
 from trainium_eks import layout, versions
 
@@ -22,8 +23,9 @@ CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
 
 @dataclass(frozen=True)
 class DevicePluginsArgs:
-    system_nodes: pulumi.Resource  # the release waits for them, as every release does
-    region: str  # the EKS-published EFA plugin image is pulled from this region's registry
+    # The releases wait for its system nodes, as every release does; the EKS-published EFA plugin image is pulled from
+    # its region's registry.
+    cluster: ClusterHandle
 
 
 class DevicePlugins(pulumi.ComponentResource):
@@ -57,7 +59,7 @@ class DevicePlugins(pulumi.ComponentResource):
                 "npd": {"enabled": False},
             },
             parent=self,
-            depends_on=[args.system_nodes],
+            depends_on=[args.cluster.system_nodes],
         )
         self.efa = helm_release(
             name,
@@ -65,7 +67,9 @@ class DevicePlugins(pulumi.ComponentResource):
             versions.EFA_DEVICE_PLUGIN_CHART,
             namespace=PLUGIN_NAMESPACE,
             values={
-                "image": {"repository": versions.eks_image_repository(args.region, versions.EFA_DEVICE_PLUGIN_IMAGE_REPOSITORY)},
+                "image": {
+                    "repository": versions.eks_image_repository(args.cluster.region, versions.EFA_DEVICE_PLUGIN_IMAGE_REPOSITORY)
+                },
                 "nodeSelector": {**trainium_node_selector(), layout.EFA_PRESENT_LABEL: "true"},
                 "tolerations": [layout.neuron_toleration()],
             },

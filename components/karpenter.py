@@ -16,12 +16,12 @@ built here as resources that tests and policies can read:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 
+from components.cluster import ClusterHandle
 from components.irsa import irsa_role
 from components.karpenter_iam import INTERRUPTION_EVENTS, controller_policies, interruption_queue_policy
 from components.kube import helm_release, system_node_selector
@@ -38,22 +38,16 @@ INTERRUPTION_RETENTION_SECONDS = 300  # MessageRetentionPeriod of the template's
 
 @dataclass(frozen=True)
 class KarpenterArgs:
-    cluster_name: str
-    cluster_endpoint: pulumi.Input[str]
-    region: str
-    oidc_provider_arn: pulumi.Input[str]
-    oidc_issuer: pulumi.Input[str]
-    system_nodes: pulumi.Resource  # the controller runs there, never on the nodes it manages
+    cluster: ClusterHandle  # the controller runs on its system nodes, never on the nodes it manages
     node_repair: bool  # the stack repairs failed Trainium nodes
-    tags: Mapping[str, str]
 
 
 def controller_values(args: KarpenterArgs, role_arn: pulumi.Input[str], queue_name: pulumi.Input[str]) -> dict:
     """The controller chart's values (charts/karpenter/values.yaml at v1.14.1)."""
     return {
         "settings": {
-            "clusterName": args.cluster_name,
-            "clusterEndpoint": args.cluster_endpoint,
+            "clusterName": args.cluster.config_name,
+            "clusterEndpoint": args.cluster.endpoint,
             "interruptionQueue": queue_name,
             # reservedCapacity (the chart's default, true) lets pools launch into ODCRs and Capacity Blocks.
             "featureGates": {"nodeRepair": args.node_repair, "reservedCapacity": True},
@@ -74,15 +68,18 @@ class Karpenter(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: KarpenterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainium-eks:compute:Karpenter", name, None, opts)
-        tags = dict(args.tags)
+        tags = dict(args.cluster.tags)
         child = pulumi.ResourceOptions(parent=self)
 
         node_role, node_policies = node_role_with_policies(
-            f"{name}-node", description=f"Instance role of the Karpenter nodes of {args.cluster_name}", tags=tags, parent=self
+            f"{name}-node",
+            description=f"Instance role of the Karpenter nodes of {args.cluster.config_name}",
+            tags=tags,
+            parent=self,
         )
         access = aws.eks.AccessEntry(
             f"{name}-node",
-            cluster_name=args.cluster_name,
+            cluster_name=args.cluster.config_name,
             principal_arn=node_role.arn,
             type="EC2_LINUX",
             tags=tags,
@@ -91,7 +88,7 @@ class Karpenter(pulumi.ComponentResource):
 
         queue = aws.sqs.Queue(
             f"{name}-interruption",
-            name=f"{args.cluster_name}-karpenter",
+            name=f"{args.cluster.config_name}-karpenter",
             message_retention_seconds=INTERRUPTION_RETENTION_SECONDS,
             sqs_managed_sse_enabled=True,
             tags=tags,
@@ -101,7 +98,7 @@ class Karpenter(pulumi.ComponentResource):
         for rule_name, source, detail_type in INTERRUPTION_EVENTS:
             rule = aws.cloudwatch.EventRule(
                 f"{name}-{rule_name}",
-                description=f"{detail_type} events for Karpenter of {args.cluster_name}",
+                description=f"{detail_type} events for Karpenter of {args.cluster.config_name}",
                 event_pattern=pulumi.Output.json_dumps({"source": [source], "detail-type": [detail_type]}),
                 tags=tags,
                 opts=child,
@@ -110,23 +107,23 @@ class Karpenter(pulumi.ComponentResource):
 
         role = irsa_role(
             f"{name}-controller",
-            description=f"Karpenter controller of {args.cluster_name}",
-            oidc_provider_arn=args.oidc_provider_arn,
-            oidc_issuer=args.oidc_issuer,
+            description=f"Karpenter controller of {args.cluster.config_name}",
+            oidc_provider_arn=args.cluster.oidc_provider_arn,
+            oidc_issuer=args.cluster.oidc_issuer,
             namespace=NAMESPACE,
             service_account=SERVICE_ACCOUNT,
             tags=tags,
             parent=self,
         )
         documents = controller_policies(
-            region=args.region, cluster_name=args.cluster_name, node_role_arn=node_role.arn, queue_arn=queue.arn
+            region=args.cluster.region, cluster_name=args.cluster.config_name, node_role_arn=node_role.arn, queue_arn=queue.arn
         )
         grants = []
         for policy_name, document in documents.items():
             policy = aws.iam.Policy(
                 f"{name}-{policy_name}",
-                name=f"KarpenterController{policy_name}-{args.cluster_name}",
-                description=f"Karpenter {policy_name} of {args.cluster_name} (the 1.14 reference template's)",
+                name=f"KarpenterController{policy_name}-{args.cluster.config_name}",
+                description=f"Karpenter {policy_name} of {args.cluster.config_name} (the 1.14 reference template's)",
                 policy=document,
                 tags=tags,
                 opts=child,
@@ -145,7 +142,7 @@ class Karpenter(pulumi.ComponentResource):
             values=controller_values(args, role.arn, queue.name),
             parent=self,
             skip_crds=True,
-            depends_on=[crds, args.system_nodes, access, *node_policies, *grants],
+            depends_on=[crds, args.cluster.system_nodes, access, *node_policies, *grants],
         )
         self.node_role_name = node_role.name
         self.register_outputs({"nodeRoleName": self.node_role_name, "interruptionQueue": queue.name})

@@ -14,13 +14,14 @@ Trainium nodes too (User Guide, "Install the CloudWatch agent with the Amazon Cl
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 
 from components.addons import service_account_addon
+from components.cluster import ClusterHandle
 from components.rendezvous import ETCD_NAME
 from trainium_eks import versions
 from trainium_eks.config import MonitoringConfig
@@ -155,15 +156,11 @@ def dashboard_body(charts: Sequence[Chart], *, cluster_name: str, region: str) -
 @dataclass(frozen=True)
 class MonitoringArgs:
     config: MonitoringConfig
-    cluster_name: str  # known before the cluster exists: log group names and metric dimensions use it
-    kubernetes_version: str
-    region: str
-    oidc_provider_arn: pulumi.Input[str]
-    oidc_issuer: pulumi.Input[str]
+    # Its configured name, known before the cluster exists, names the log groups and metric dimensions; the add-on
+    # turns ACTIVE once its operator runs on the system nodes (and so after the cluster).
+    cluster: ClusterHandle
     job_namespace: str
     file_system_id: pulumi.Input[str]
-    system_nodes: pulumi.Resource  # the add-on turns ACTIVE once its operator runs there (and so after the cluster)
-    tags: Mapping[str, str]
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -174,13 +171,13 @@ class Monitoring(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainium-eks:monitoring:Monitoring", name, None, opts)
-        cluster = args.cluster_name
+        cluster = args.cluster.config_name
         log_groups = [
             aws.cloudwatch.LogGroup(
                 f"{name}-{kind}",
                 name=f"/aws/containerinsights/{cluster}/{kind}",
                 retention_in_days=args.config.log_retention_days,
-                tags=dict(args.tags),
+                tags=dict(args.cluster.tags),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             for kind in LOG_GROUPS
@@ -189,23 +186,23 @@ class Monitoring(pulumi.ComponentResource):
             f"{name}-cloudwatch",
             addon_name=versions.CLOUDWATCH_OBSERVABILITY_ADDON,
             cluster_name=cluster,
-            kubernetes_version=args.kubernetes_version,
-            oidc_provider_arn=args.oidc_provider_arn,
-            oidc_issuer=args.oidc_issuer,
+            kubernetes_version=args.cluster.kubernetes_version,
+            oidc_provider_arn=args.cluster.oidc_provider_arn,
+            oidc_issuer=args.cluster.oidc_issuer,
             namespace=ADDON_NAMESPACE,
             service_account=AGENT_SERVICE_ACCOUNT,
             policy_arn=AGENT_POLICY,
-            tags=args.tags,
+            tags=args.cluster.tags,
             parent=self,
             configuration=ADDON_CONFIGURATION,
-            depends_on=[args.system_nodes, *log_groups],
+            depends_on=[args.cluster.system_nodes, *log_groups],
         )
         dashboard = aws.cloudwatch.Dashboard(
             f"{name}-dashboard",
             dashboard_name=f"{cluster}-training",
             dashboard_body=pulumi.Output.from_input(args.file_system_id).apply(
                 lambda fs: dashboard_body(
-                    dashboard_charts(cluster, args.job_namespace, fs), cluster_name=cluster, region=args.region
+                    dashboard_charts(cluster, args.job_namespace, fs), cluster_name=cluster, region=args.cluster.region
                 )
             ),
             opts=pulumi.ResourceOptions(parent=self),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.cluster import ClusterHandle
 from components.kube import from_namespace, ingress_policy, system_node_selector
 from trainium_eks import layout, versions
 from trainium_eks.pod_security import restricted_container_security_context, restricted_pod_security_context
@@ -27,7 +28,7 @@ TENSORBOARD_UID = 10001  # unprivileged, and above 10000 so it is no user of the
 class ObservabilityArgs:
     job_namespace: pulumi.Input[str]
     claim_name: pulumi.Input[str]
-    system_nodes: pulumi.Resource  # the pod runs there; the Deployment is ready only once they are
+    cluster: ClusterHandle  # the pod runs on its system nodes; the Deployment is ready only once they are
 
 
 class Observability(pulumi.ComponentResource):
@@ -89,7 +90,7 @@ class Observability(pulumi.ComponentResource):
                     },
                 },
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.system_nodes]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.cluster.system_nodes]),
         )
         service = k8s.core.v1.Service(
             f"{name}-tensorboard",

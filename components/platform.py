@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import pulumi
 
 from components.alarms import Alarms, AlarmsArgs
-from components.api_access import PORT_FORWARDING_DOCUMENT, ApiAccessArgs, ApiAccessHost
+from components.api_access import ApiAccessArgs, ApiAccessHost
 from components.capacity_blocks import CapacityBlockEvents, CapacityBlockEventsArgs
-from components.cluster import Cluster, ClusterArgs
+from components.cluster import Cluster, ClusterArgs, ClusterHandle
 from components.deploy_runner import DeployRunner, DeployRunnerArgs, refuse_an_existing_cluster
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.endpoints import endpoint_services
@@ -18,7 +18,7 @@ from components.karpenter import Karpenter, KarpenterArgs
 from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.observability import Observability, ObservabilityArgs
-from components.platform_contract import platform_contract
+from components.platform_contract import BuiltPlatform, bootstrap_contract, platform_contract
 from components.registry import Registry, RegistryArgs
 from components.scheduling import Scheduling, SchedulingArgs
 from components.storage import Storage, StorageArgs
@@ -59,37 +59,35 @@ class TrainiumPlatform(pulumi.ComponentResource):
         network = self._network(name, config)
         runner = self._deploy_runner(name, config, network)
         if deploy_runner_only and runner is not None:
-            # Not the contract: consumers refuse a stack without contractVersion until the whole platform runs.
-            self.contract = {
-                "environment": config.environment,
-                "region": config.region,
-                "vpcId": network.vpc_id,
-                "deployRunnerProject": runner.project_name,
-            }
+            self.contract = bootstrap_contract(config, network, runner)
             self.register_outputs(self.contract)
             return
         access = self._api_access_host(name, config, network)
         cluster = self._cluster(name, config, network, runner, access)
-        node_groups = self._trainium_capacity(name, config, network, cluster)
-        services = self._cluster_services(name, config, network, cluster)
+        node_groups = self._trainium_capacity(name, config, network, cluster.handle)
+        services = self._cluster_services(name, config, network, cluster.handle)
         registry = Registry(
             f"{name}-registry", RegistryArgs(config.registry, config.tags, config.protect_stateful), opts=self._child()
         )
-        self._alerting(name, config, cluster, services.storage)
-        tensorboard_service = self._tensorboard(name, config, cluster, services)
-        self.contract = platform_contract(config, network, cluster, node_groups, services, registry, tensorboard_service)
-        if access is not None:
-            self.contract["apiAccess"] = {
-                "hostInstanceId": access.instance_id,
-                "usersPolicyArn": access.users_policy_arn,
-                "document": PORT_FORWARDING_DOCUMENT,
-            }
+        self._alerting(name, config, cluster.handle, services.storage)
+        built = BuiltPlatform(
+            network=network,
+            cluster=cluster,
+            node_groups=tuple(node_groups),
+            scheduling=services.scheduling,
+            storage=services.storage,
+            teams=services.teams,
+            registry=registry,
+            tensorboard_service=self._tensorboard(name, config, cluster.handle, services),
+            access=access,
+        )
+        self.contract = platform_contract(config, built)
         self.register_outputs(self.contract)
 
     def _child(self) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self)
 
-    def _in_cluster(self, cluster: Cluster) -> pulumi.ResourceOptions:
+    def _in_cluster(self, cluster: ClusterHandle) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, provider=cluster.provider)  # inherited by Kubernetes children
 
     def _network(self, name: str, config: PlatformConfig) -> Network:
@@ -151,6 +149,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
             f"{name}-cluster",
             ClusterArgs(
                 config=config.cluster,
+                region=config.region,
                 vpc_id=network.vpc_id,
                 private_subnet_ids=network.private_subnet_ids,
                 public_subnet_ids=network.public_subnet_ids,
@@ -165,42 +164,28 @@ class TrainiumPlatform(pulumi.ComponentResource):
         )
 
     def _trainium_capacity(
-        self, name: str, config: PlatformConfig, network: Network, cluster: Cluster
+        self, name: str, config: PlatformConfig, network: Network, cluster: ClusterHandle
     ) -> list[TrainiumNodeGroup]:
         """The Trainium node groups, and Karpenter when any of them is elastic."""
         elastic = None
         if any(group.elastic for group in config.trainium_node_groups):
             karpenter = Karpenter(
                 f"{name}-karpenter",
-                KarpenterArgs(
-                    cluster_name=config.cluster.name,
-                    cluster_endpoint=cluster.endpoint,
-                    region=config.region,
-                    oidc_provider_arn=cluster.oidc_provider_arn,
-                    oidc_issuer=cluster.oidc_issuer,
-                    system_nodes=cluster.system_node_group,
-                    node_repair=config.node_health.repair is not None,
-                    tags=config.tags,
-                ),
+                KarpenterArgs(cluster, node_repair=config.node_health.repair is not None),
                 opts=self._in_cluster(cluster),
             )
-            elastic = ElasticCapacity(karpenter.node_role_name, cluster.provider, karpenter.controller)
+            elastic = ElasticCapacity(karpenter.node_role_name, karpenter.controller)
         return [
             TrainiumNodeGroup(
                 f"{name}-{group.name}",
                 TrainiumNodeGroupArgs(
                     config=group,
-                    cluster_name=cluster.name,
-                    node_role_arn=cluster.node_role_arn,
-                    cluster_security_group_id=cluster.cluster_security_group_id,
+                    cluster=cluster,
                     vpc_id=network.vpc_id,
                     subnet_id=network.trainium_subnet_id,
                     az_id=config.network.trainium_az_id,
-                    region=config.region,
-                    capacity_block_tag_value=layout.capacity_block_tag_value(config.cluster.name, group.name),
-                    tags=config.tags,
                     repair=config.node_health.repair,
-                    depends_on=[*cluster.node_role_dependencies, *network.private_routing],
+                    routing=network.private_routing,
                     elastic=elastic,
                 ),
                 opts=self._child(),
@@ -208,22 +193,20 @@ class TrainiumPlatform(pulumi.ComponentResource):
             for group in config.trainium_node_groups
         ]
 
-    def _cluster_services(self, name: str, config: PlatformConfig, network: Network, cluster: Cluster) -> ClusterServices:
+    def _cluster_services(self, name: str, config: PlatformConfig, network: Network, cluster: ClusterHandle) -> ClusterServices:
         """The device plugins, scheduling (Volcano, etcd, the job namespace), the shared file system and the teams."""
         in_cluster = self._in_cluster(cluster)
         DevicePlugins(
             f"{name}-device-plugins",
-            DevicePluginsArgs(cluster.system_node_group, config.region),
+            DevicePluginsArgs(cluster),
             opts=in_cluster,
         )
         scheduling = Scheduling(
             f"{name}-scheduling",
             SchedulingArgs(
                 config=config.scheduling,
-                kubernetes_version=config.cluster.kubernetes_version,
+                cluster=cluster,
                 node_groups=config.trainium_node_groups,
-                block_storage_class=cluster.block_storage_class,
-                system_nodes=cluster.system_node_group,
             ),
             opts=in_cluster,
         )
@@ -233,12 +216,8 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 config=config.storage,
                 vpc_id=network.vpc_id,
                 subnet_id=network.trainium_subnet_id,
-                cluster_security_group_id=cluster.cluster_security_group_id,
-                oidc_provider_arn=cluster.oidc_provider_arn,
-                oidc_issuer=cluster.oidc_issuer,
+                cluster=cluster,
                 job_namespace=scheduling.job_namespace,
-                system_nodes=cluster.system_node_group,
-                tags=config.tags,
                 protect=config.protect_stateful,
             ),
             opts=in_cluster,
@@ -247,9 +226,8 @@ class TrainiumPlatform(pulumi.ComponentResource):
             f"{name}-teams",
             TeamsArgs(
                 teams=config.scheduling.teams,
-                kubernetes_version=config.cluster.kubernetes_version,
+                cluster=cluster,
                 node_groups=shares.fleet(config.trainium_node_groups),
-                cluster_name=cluster.name,
                 storage=config.storage,
                 file_system_id=storage.file_system.id,
                 file_system_dns_name=storage.file_system.dns_name,
@@ -257,24 +235,25 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 job_namespace=scheduling.job_namespace,
                 root_claim_name=storage.claim_name,
                 volcano=scheduling.volcano,
-                tags=config.tags,
             ),
             opts=in_cluster,
         )
         return ClusterServices(scheduling, storage, teams)
 
-    def _alerting(self, name: str, config: PlatformConfig, cluster: Cluster, storage: Storage) -> None:
+    def _alerting(self, name: str, config: PlatformConfig, cluster: ClusterHandle, storage: Storage) -> None:
         """Container Insights, the dashboard and the alarms; the Capacity Block notices when alarms have a topic."""
         if config.monitoring.cloudwatch_observability:
             self._monitor(name, config, cluster, storage, self._child())
         if any(group.in_capacity_block for group in config.trainium_node_groups) and config.monitoring.alarms:
             CapacityBlockEvents(
                 f"{name}-capacity-blocks",
-                CapacityBlockEventsArgs(config.cluster.name, config.monitoring.alarm_topic_arn, config.tags),
+                CapacityBlockEventsArgs(cluster, config.monitoring.alarm_topic_arn),
                 opts=self._child(),
             )
 
-    def _tensorboard(self, name: str, config: PlatformConfig, cluster: Cluster, services: ClusterServices) -> pulumi.Input[str]:
+    def _tensorboard(
+        self, name: str, config: PlatformConfig, cluster: ClusterHandle, services: ClusterServices
+    ) -> pulumi.Input[str]:
         """TensorBoard over the shared file system; its in-cluster address, or "" when it is off (the contract keeps
         the key)."""
         if not config.tensorboard:
@@ -282,7 +261,7 @@ class TrainiumPlatform(pulumi.ComponentResource):
         namespace = services.scheduling.job_namespace
         observability = Observability(
             f"{name}-observability",
-            ObservabilityArgs(namespace, services.storage.claim_name, cluster.system_node_group),
+            ObservabilityArgs(namespace, services.storage.claim_name, cluster),
             opts=self._in_cluster(cluster),
         )
         return pulumi.Output.concat(
@@ -290,22 +269,16 @@ class TrainiumPlatform(pulumi.ComponentResource):
         )
 
     def _monitor(
-        self, name: str, config: PlatformConfig, cluster: Cluster, storage: Storage, opts: pulumi.ResourceOptions
+        self, name: str, config: PlatformConfig, cluster: ClusterHandle, storage: Storage, opts: pulumi.ResourceOptions
     ) -> None:
         """Container Insights and the dashboard; the alarms when the stack names a topic for them."""
         monitoring = Monitoring(
             f"{name}-monitoring",
             MonitoringArgs(
                 config=config.monitoring,
-                cluster_name=config.cluster.name,
-                kubernetes_version=config.cluster.kubernetes_version,
-                region=config.region,
-                oidc_provider_arn=cluster.oidc_provider_arn,
-                oidc_issuer=cluster.oidc_issuer,
+                cluster=cluster,
                 job_namespace=config.scheduling.job_namespace,
                 file_system_id=storage.file_system.id,
-                system_nodes=cluster.system_node_group,
-                tags=config.tags,
             ),
             opts=opts,
         )
@@ -314,12 +287,11 @@ class TrainiumPlatform(pulumi.ComponentResource):
                 f"{name}-alarms",
                 AlarmsArgs(
                     topic_arn=config.monitoring.alarm_topic_arn,
-                    cluster_name=config.cluster.name,
+                    cluster=cluster,
                     job_namespace=config.scheduling.job_namespace,
                     etcd_members=config.scheduling.etcd_members,
                     file_system_id=storage.file_system.id,
                     fsx_capacity_gib=config.storage.capacity_gib,
-                    tags=config.tags,
                     depends_on=[monitoring.addon],
                 ),
                 opts=opts,

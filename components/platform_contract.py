@@ -1,22 +1,46 @@
 """The output contract a whole platform publishes: a flat map of stable, camelCase, JSON-friendly values that consumers
-read through a StackReference; the keys and their versions are declared in ``trainium_eks/contract.py``."""
+read through a StackReference; the keys and their versions are declared in ``trainium_eks/contract.py``. Built here
+alone: the whole platform's (``platform_contract``, from the parts it built, ``BuiltPlatform``) and a private stack's
+first step's (``bootstrap_contract``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pulumi
 
+from components.api_access import PORT_FORWARDING_DOCUMENT
 from trainium_eks import fsx_throughput, layout
 from trainium_eks.config import PlatformConfig, TrainiumNodeGroupConfig
 from trainium_eks.contract import CONTRACT_VERSION
 
 if TYPE_CHECKING:
+    from components.api_access import ApiAccessHost
     from components.cluster import Cluster
+    from components.deploy_runner import DeployRunner
     from components.network import Network
-    from components.platform import ClusterServices
     from components.registry import Registry
+    from components.scheduling import Scheduling
+    from components.storage import Storage
+    from components.teams import Teams
     from components.trainium_node_group import TrainiumNodeGroup
+
+
+@dataclass(frozen=True)
+class BuiltPlatform:
+    """The parts of a built platform that the contract publishes."""
+
+    network: Network
+    cluster: Cluster
+    node_groups: Sequence[TrainiumNodeGroup]
+    scheduling: Scheduling
+    storage: Storage
+    teams: Teams
+    registry: Registry
+    tensorboard_service: pulumi.Input[str]  # its in-cluster address, or "" when it is off
+    access: ApiAccessHost | None  # the access host of a private-only endpoint
 
 
 def software_entry(group: TrainiumNodeGroupConfig, repository_url: pulumi.Input[str]) -> dict:
@@ -34,26 +58,30 @@ def software_entry(group: TrainiumNodeGroupConfig, repository_url: pulumi.Input[
     }
 
 
-def platform_contract(
-    config: PlatformConfig,
-    network: Network,
-    cluster: Cluster,
-    node_groups: list[TrainiumNodeGroup],
-    services: ClusterServices,
-    registry: Registry,
-    tensorboard_service: pulumi.Input[str],
-) -> dict[str, pulumi.Input]:
-    """The output contract of a whole platform (its keys are declared in ``trainium_eks/contract.py``)."""
-    scheduling, storage = services.scheduling, services.storage
+def bootstrap_contract(config: PlatformConfig, network: Network, runner: DeployRunner) -> dict[str, pulumi.Input]:
+    """A private stack's first step's outputs, the network and the deploy runner: not the contract, so consumers refuse
+    the stack (no ``contractVersion``) until the whole platform runs."""
     return {
+        "environment": config.environment,
+        "region": config.region,
+        "vpcId": network.vpc_id,
+        "deployRunnerProject": runner.project_name,
+    }
+
+
+def platform_contract(config: PlatformConfig, built: BuiltPlatform) -> dict[str, pulumi.Input]:
+    """The output contract of a whole platform (its keys are declared in ``trainium_eks/contract.py``)."""
+    network, node_groups, registry = built.network, built.node_groups, built.registry
+    scheduling, storage, cluster = built.scheduling, built.storage, built.cluster.handle
+    contract = {
         "contractVersion": CONTRACT_VERSION,
         "environment": config.environment,
         "region": config.region,
         "clusterName": cluster.name,
         "clusterEndpoint": cluster.endpoint,
-        "kubeconfig": cluster.kubeconfig,
+        "kubeconfig": built.cluster.kubeconfig,
         "oidcProviderArn": cluster.oidc_provider_arn,
-        "clusterSecurityGroupId": cluster.cluster_security_group_id,
+        "clusterSecurityGroupId": cluster.security_group_id,
         "vpcId": network.vpc_id,
         "privateSubnetIds": network.private_subnet_ids,
         "trainiumSubnetId": network.trainium_subnet_id,
@@ -83,6 +111,13 @@ def platform_contract(
         "neuronCompileCachePath": layout.NEURON_COMPILE_CACHE_DIR,
         "tensorboardLogPath": layout.TENSORBOARD_LOG_DIR,
         "ecrRepositoryUrl": registry.repository_url,
-        "tensorboardService": tensorboard_service,
-        "teams": services.teams.contract,
+        "tensorboardService": built.tensorboard_service,
+        "teams": built.teams.contract,
     }
+    if built.access is not None:
+        contract["apiAccess"] = {
+            "hostInstanceId": built.access.instance_id,
+            "usersPolicyArn": built.access.users_policy_arn,
+            "document": PORT_FORWARDING_DOCUMENT,
+        }
+    return contract

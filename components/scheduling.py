@@ -18,6 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from components.cluster import ClusterHandle
 from components.kube import helm_release, system_node_selector
 from components.rendezvous import Rendezvous, RendezvousArgs
 from trainium_eks import shares, versions
@@ -61,10 +62,10 @@ def scheduler_config() -> str:
 @dataclass(frozen=True)
 class SchedulingArgs:
     config: SchedulingConfig
-    kubernetes_version: str  # the Pod Security Standards version the job namespace enforces
+    # Its Kubernetes version is the Pod Security Standards version the job namespace enforces; Volcano's controllers
+    # run on its system nodes (the release waits for them), etcd's volumes are of its block storage class.
+    cluster: ClusterHandle
     node_groups: Sequence[TrainiumNodeGroupConfig]
-    block_storage_class: pulumi.Input[str]
-    system_nodes: pulumi.Resource  # Volcano's controllers run there; its release waits for them
 
 
 def pod_security_labels(kubernetes_version: str) -> dict[str, str]:
@@ -98,7 +99,7 @@ class Scheduling(pulumi.ComponentResource):
             f"{name}-jobs",
             metadata={
                 "name": cfg.job_namespace,
-                "labels": {"app.kubernetes.io/part-of": "trainium-eks", **pod_security_labels(args.kubernetes_version)},
+                "labels": {"app.kubernetes.io/part-of": "trainium-eks", **pod_security_labels(args.cluster.kubernetes_version)},
             },
             opts=k8s_opts,
         )
@@ -116,7 +117,7 @@ class Scheduling(pulumi.ComponentResource):
                 },
             },
             parent=self,
-            depends_on=[args.system_nodes],
+            depends_on=[args.cluster.system_nodes],
         )
         groups = shares.fleet(args.node_groups)
         self.queues = []
@@ -139,7 +140,7 @@ class Scheduling(pulumi.ComponentResource):
                 namespace_name=cfg.job_namespace,
                 members=cfg.etcd_members,
                 storage_gib=cfg.etcd_storage_gib,
-                block_storage_class=args.block_storage_class,
+                block_storage_class=args.cluster.block_storage_class,
                 team_namespaces=tuple(team.namespace for team in cfg.teams),
             ),
             opts=k8s_opts,

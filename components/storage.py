@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.cluster import ClusterHandle
 from components.irsa import irsa_role
 from components.kube import helm_release, system_node_selector
 from trainium_eks import layout, versions
@@ -40,12 +40,8 @@ class StorageArgs:
     config: StorageConfig
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
-    cluster_security_group_id: pulumi.Input[str]
-    oidc_provider_arn: pulumi.Input[str]
-    oidc_issuer: pulumi.Input[str]
+    cluster: ClusterHandle  # the CSI controller runs on its system nodes; its release waits for them
     job_namespace: pulumi.Input[str]
-    system_nodes: pulumi.Resource  # the CSI controller runs there; its release waits for them
-    tags: Mapping[str, str]
     protect: bool
 
 
@@ -71,7 +67,7 @@ class Storage(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: StorageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainium-eks:storage:Storage", name, None, opts)
-        tags = dict(args.tags)
+        tags = dict(args.cluster.tags)
         security_group = self._security_group(name, args, tags)
         self.file_system = self._file_system(name, args, security_group, tags)
         self._csi_driver(name, args, tags)
@@ -107,7 +103,7 @@ class Storage(pulumi.ComponentResource):
             tags={**tags, "Name": f"{name}-lustre"},
             opts=child,
         )
-        sources = {"self": security_group.id, "nodes": args.cluster_security_group_id}
+        sources = {"self": security_group.id, "nodes": args.cluster.security_group_id}
         for (rule, (low, high)), (source, source_group) in itertools.product(LUSTRE_PORT_RANGES.items(), sources.items()):
             aws.vpc.SecurityGroupIngressRule(
                 f"{name}-{rule}-from-{source}",
@@ -191,8 +187,8 @@ class Storage(pulumi.ComponentResource):
         fsx_role = irsa_role(
             f"{name}-fsx-csi",
             description="FSx for Lustre CSI controller",
-            oidc_provider_arn=args.oidc_provider_arn,
-            oidc_issuer=args.oidc_issuer,
+            oidc_provider_arn=args.cluster.oidc_provider_arn,
+            oidc_issuer=args.cluster.oidc_issuer,
             namespace="kube-system",
             service_account=FSX_CSI_SERVICE_ACCOUNT,
             tags=tags,
@@ -216,7 +212,7 @@ class Storage(pulumi.ComponentResource):
                 "node": {"tolerateAllTaints": True},  # the mount helper must run on the tainted Trainium nodes
             },
             parent=self,
-            depends_on=[args.system_nodes],
+            depends_on=[args.cluster.system_nodes],
         )
 
 

@@ -25,13 +25,14 @@ The team's own program (``trainium_eks.team``) adds what is the team's: service 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.cluster import ClusterHandle
 from components.kube import system_node_selector
 from components.scheduling import pod_security_labels
 from components.storage import FsxVolume, static_claim
@@ -76,9 +77,8 @@ def group_nodes(team: TeamConfig, groups: Sequence[shares.GroupNodes]) -> dict[s
 @dataclass(frozen=True)
 class TeamsArgs:
     teams: Sequence[TeamConfig]
-    kubernetes_version: str
+    cluster: ClusterHandle
     node_groups: Sequence[shares.GroupNodes]  # the Trainium node groups (shares.fleet)
-    cluster_name: pulumi.Input[str]
     storage: StorageConfig
     file_system_id: pulumi.Input[str]
     file_system_dns_name: pulumi.Input[str]
@@ -86,7 +86,6 @@ class TeamsArgs:
     job_namespace: pulumi.Input[str]
     root_claim_name: pulumi.Input[str]  # the platform's claim on the whole file system, in the job namespace
     volcano: pulumi.Resource  # queues wait for Volcano's CRDs
-    tags: Mapping[str, str]
 
 
 class Teams(pulumi.ComponentResource):
@@ -151,7 +150,7 @@ class Teams(pulumi.ComponentResource):
             f"{name}-namespace",
             metadata={
                 "name": team.namespace,
-                "labels": {**labels, **pod_security_labels(args.kubernetes_version)},
+                "labels": {**labels, **pod_security_labels(args.cluster.kubernetes_version)},
                 "annotations": group_nodes(team, args.node_groups),
             },
             opts=child,
@@ -217,11 +216,11 @@ class Teams(pulumi.ComponentResource):
             # access to Kubernetes with EKS access entries": kubernetesGroups are bound by Kubernetes RBAC).
             aws.eks.AccessEntry(
                 f"{name}-member-{index}",
-                cluster_name=args.cluster_name,
+                cluster_name=args.cluster.name,
                 principal_arn=arn,
                 type="STANDARD",
                 kubernetes_groups=[group],
-                tags={**args.tags, layout.TEAM_LABEL: team.name},
+                tags={**args.cluster.tags, layout.TEAM_LABEL: team.name},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=admission),
             )
 

@@ -14,13 +14,14 @@ Neuron taint, and one pinned EKS Neuron AMI release (``nodeImageRelease``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.cluster import ClusterHandle
 from components.node_template import NodeTemplate, ec2_node_class_spec, launch_template, reservation_facts
 from trainium_eks import layout, versions
 from trainium_eks.config import NodeRepair, TrainiumNodeGroupConfig
@@ -42,29 +43,22 @@ CAPACITY_BLOCK_RESERVATION_TYPE = "capacity-block"
 
 @dataclass(frozen=True)
 class ElasticCapacity:
-    """What an elastic (Karpenter) group needs from the cluster: Karpenter's node role, and Karpenter itself, whose
+    """What an elastic (Karpenter) group needs beside the cluster: Karpenter's node role, and Karpenter itself, whose
     release brings the NodePool and EC2NodeClass CRDs and must exist before the pools."""
 
     node_role_name: pulumi.Input[str]
-    provider: k8s.Provider
     controller: pulumi.Resource
 
 
 @dataclass(frozen=True)
 class TrainiumNodeGroupArgs:
     config: TrainiumNodeGroupConfig
-    cluster_name: pulumi.Input[str]
-    node_role_arn: pulumi.Input[str]
-    cluster_security_group_id: pulumi.Input[str]
+    cluster: ClusterHandle
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
     az_id: str  # the Trainium subnet's AZ ID
-    region: str
-    # layout.capacity_block_tag_value(cluster, group): the tag value of the Capacity Blocks an elastic group selects.
-    capacity_block_tag_value: str
-    tags: Mapping[str, str]
     repair: NodeRepair | None  # EKS node auto repair; None: off
-    depends_on: Sequence[pulumi.Resource] = ()
+    routing: Sequence[pulumi.Resource] = ()  # nodes join the cluster through NAT: created after it
     elastic: ElasticCapacity | None = None  # required by a karpenter group
 
 
@@ -164,7 +158,7 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainiumNodeGroupArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainium-eks:compute:TrainiumNodeGroup", name, None, opts)
         group = args.config
-        tags = dict(args.tags)
+        tags = dict(args.cluster.tags)
         child = pulumi.ResourceOptions(parent=self)
         self.config = group
         self.node_group = self.launch_template = self.node_pool = self.node_class = None
@@ -198,12 +192,14 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
             tags=tags,
             interfaces=group.network_interfaces,
             security_group_ids=[
-                args.cluster_security_group_id,
+                args.cluster.security_group_id,
                 *([self.efa_security_group.id] if self.efa_security_group else []),
             ],
             placement_group_name=self.placement_group.name if self.placement_group else None,
             capacity_reservation=group.capacity_reservation,
-            capacity_block_tag_value=args.capacity_block_tag_value if group.elastic else None,
+            capacity_block_tag_value=layout.capacity_block_tag_value(args.cluster.config_name, group.name)
+            if group.elastic
+            else None,
             instance_tags={"Name": f"{group.name}"},
             local_storage_raid0=group.spec.instance_store_gb > 0,
             fast_image_pull=versions.NODE_IMAGE_RELEASES[group.node_image.release].fast_image_pull,
@@ -221,9 +217,9 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
         self.launch_template = launch_template(f"{name}-lt", self.template, parent=self)
         self.node_group = aws.eks.NodeGroup(
             f"{name}-ng",
-            cluster_name=args.cluster_name,
-            node_group_name=pulumi.Output.concat(args.cluster_name, "-", group.name),
-            node_role_arn=args.node_role_arn,
+            cluster_name=args.cluster.name,
+            node_group_name=pulumi.Output.concat(args.cluster.name, "-", group.name),
+            node_role_arn=args.cluster.node_role_arn,
             subnet_ids=[args.subnet_id],  # one subnet, one AZ: the placement group and FSx live there
             instance_types=[group.instance_type],
             ami_type=NEURON_AMI_TYPE,
@@ -242,14 +238,16 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
             taints=[
                 {"key": layout.NEURON_TAINT_KEY, "value": layout.NEURON_TAINT_VALUE, "effect": layout.NEURON_TAINT_EFFECT_EKS}
             ],
-            tags=dict(args.tags),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+            tags=dict(args.cluster.tags),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.cluster.node_role_dependencies, *args.routing]),
         )
 
     def _elastic_pool(self, name: str, args: TrainiumNodeGroupArgs, elastic: ElasticCapacity) -> None:
         group = args.config
         in_cluster = pulumi.ResourceOptions(
-            parent=self, provider=elastic.provider, depends_on=[elastic.controller, *args.depends_on]
+            parent=self,
+            provider=args.cluster.provider,
+            depends_on=[elastic.controller, *args.cluster.node_role_dependencies, *args.routing],
         )
         metadata = {"name": group.name, "labels": {"app.kubernetes.io/part-of": "trainium-eks"}}
         if group.capacity_reservation:  # what the launch template carries as tags, for the policies and the estimate
@@ -272,8 +270,8 @@ class TrainiumNodeGroup(pulumi.ComponentResource):
             api_version=KARPENTER_NODE_POOL_API,
             kind="NodePool",
             metadata={"name": group.name, "labels": {"app.kubernetes.io/part-of": "trainium-eks"}},
-            spec=node_pool_spec(group, group.name, args.az_id, args.region),
-            opts=pulumi.ResourceOptions(parent=self, provider=elastic.provider, depends_on=[self.node_class]),
+            spec=node_pool_spec(group, group.name, args.az_id, args.cluster.region),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.cluster.provider, depends_on=[self.node_class]),
         )
 
     def scaling_entry(self) -> dict:
