@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import support
 from support import STACKS, cached_plan
 
 from preflight import engine
@@ -17,6 +18,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     in collection order (``--no-loadscope-reorder``; by default it sends the files with the most tests first, which
     leaves these few long tests to the end, one worker running them while the other is idle)."""
     items.sort(key=lambda item: item.get_closest_marker("minutes") is None)
+
+
+@pytest.fixture(autouse=True)
+def fresh_plans_under_monkeypatch(request):
+    """A test that monkeypatches (a release table, a version) evaluates its stacks afresh and remembers none of them
+    (``support.evaluate``): a plan remembered before the patch would not show it."""
+    if "monkeypatch" not in request.fixturenames:
+        yield
+        return
+    support.REMEMBER["plans"] = False
+    try:
+        yield
+    finally:
+        support.REMEMBER["plans"] = True
 
 
 @pytest.fixture(params=STACKS)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
+import pickle
 import subprocess
 import sys
 import time
@@ -22,7 +24,7 @@ import yaml
 from jobs.rehearsal.local_agents import Rehearsal, read_metrics
 from preflight import engine, stackfile
 from trainium_eks import catalog
-from trainium_eks.config import PlatformConfig, parse
+from trainium_eks.config import BOOTSTRAP_VARIABLE, PlatformConfig, parse
 
 PROJECT = "trainium-eks"
 # Copies of the shipped stacks that the policy mutation cases edit (README.md there says why).
@@ -93,9 +95,24 @@ def one_group(instance_type: str, **group: Any) -> dict[str, Any]:
     return {"trainiumNodeGroups": [nodes], "teams": [], **offering(instance_type)}
 
 
+# Plans already evaluated in this process, pickled, by what they were evaluated from: the tests of a file build the
+# stacks they need, often the same ones. Each caller gets a plan of its own (a plan is plain data). A test that
+# monkeypatches evaluates afresh and remembers nothing (tests/conftest.py): a remembered plan predates its patch.
+_EVALUATED: dict[tuple, bytes] = {}
+REMEMBER = {"plans": True}
+
+
 def evaluate(stack: str, *, preview: bool = False, mocks_factory=None, fixture: bool = False, **overrides: Any) -> engine.Plan:
-    kwargs = {"mocks_factory": mocks_factory} if mocks_factory else {}
-    return engine.evaluate(settings(stack, fixture=fixture, **overrides), preview=preview, **kwargs)
+    chosen = settings(stack, fixture=fixture, **overrides)
+    if mocks_factory:
+        return engine.evaluate(chosen, preview=preview, mocks_factory=mocks_factory)
+    if not REMEMBER["plans"]:
+        return engine.evaluate(chosen, preview=preview)
+    source = (chosen.project, chosen.stack, str(chosen.path), chosen.secret_keys, json.dumps(chosen.config, sort_keys=True))
+    key = (*source, preview, os.environ.get(BOOTSTRAP_VARIABLE))
+    if key not in _EVALUATED:
+        _EVALUATED[key] = pickle.dumps(engine.evaluate(chosen, preview=preview))
+    return pickle.loads(_EVALUATED[key])
 
 
 @functools.cache
