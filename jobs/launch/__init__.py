@@ -72,12 +72,13 @@ CAPACITY_BLOCK_END_ANNOTATION = "trainium-eks/capacity-block-end"
 
 
 def capacity_block_end(
-    contract: PlatformContract, run: TrainingRun, args, grace: GracePeriod | None, now: datetime
+    contract: PlatformContract, workload: registry.Workload, run: TrainingRun, args, grace: GracePeriod | None, now: datetime
 ) -> str | None:
     """How long ``run``'s job can run in its group's active Capacity Blocks (``jobs.job_building.capacity_blocks``), read from
     ``--capacity-blocks`` or EC2, in words; refused in one line where it cannot reach its first checkpoint before
     they end. None where the group runs in no block; a note where a ``--dryrun`` has no file to read them from.
-    ``grace``: the job's grace period (``launched_job``), whose step and checkpoint write it counts."""
+    ``workload``: the run's, whose options the refusal names; ``grace``: the job's grace period (``launched_job``),
+    whose step and checkpoint write it counts."""
     group = run.placed.group
     if not in_capacity_block(contract, group):
         if args.capacity_blocks is not None:
@@ -92,7 +93,7 @@ def capacity_block_end(
         run.first_checkpoint_steps,
         run.request.step_seconds if grace is None else grace.step_seconds,
         None if grace is None else grace.write_seconds,
-        registry.workloads()[args.workload].checkpoint_options,
+        workload.checkpoint_options,
     )
     if args.capacity_blocks is not None:
         blocks = read_blocks_file(args.capacity_blocks)
@@ -161,8 +162,9 @@ def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
     """The command; ``now`` stands in for the clock (tests only), against which a Capacity Block's end is read."""
 
     def run(args) -> None:
+        workload = registry.workloads()[args.workload]
         request = JobRequest.from_options(
-            name=args.name if args.name is not None else registry.workloads()[args.workload].job_name(args.precompile),
+            name=args.name if args.name is not None else workload.job_name(args.precompile),
             nodes=args.nodes,
             workers_per_node=args.workers_per_node,
             node_group=args.node_group,
@@ -175,10 +177,10 @@ def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
             checkpoint_gib=args.checkpoint_gib,
         )
         contract = workspace(source_contract(args), args.team)
-        run = registry.workloads()[args.workload].plan(contract, request)
+        run = workload.plan(contract, request)
         job, grace = launched_job(contract, run)
         annotations = job["metadata"]["annotations"]
-        block_end = capacity_block_end(contract, run, args, grace, now or datetime.now(UTC))
+        block_end = capacity_block_end(contract, workload, run, args, grace, now or datetime.now(UTC))
         if block_end:
             annotations[CAPACITY_BLOCK_END_ANNOTATION] = block_end
         print(

@@ -137,4 +137,4 @@ TORCHTITAN_ON_CPU = RehearsedWorkload(
 
 def cpu_recipes() -> dict[str, RehearsedWorkload]:
     """Each registered workload's CPU recipe, where it declares one, by workload name."""
-    return {name: registry.resolve(w.rehearsal) for name, w in registry.workloads().items() if w.rehearsal is not None}
+    return {name: w.cpu_recipe() for name, w in registry.workloads().items() if w.rehearsal is not None}

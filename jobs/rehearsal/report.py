@@ -40,7 +40,7 @@ def rehearsed_workloads() -> tuple[str, ...]:
 
 def crash_loop_refusal(workload: str) -> str:
     """Why ``workload``'s run cannot crash at every start, and the workloads whose can."""
-    able = [name for name in rehearsed_workloads() if registry.resolve(registry.workloads()[name].rehearsal).crash_at_start]
+    able = [name for name in rehearsed_workloads() if registry.workloads()[name].cpu_recipe().crash_at_start]
     return f"--workload {workload}'s training script has no way to fail at every start; use --workload {' or '.join(able)}"
 
 
@@ -72,7 +72,7 @@ class RehearsalRequest(BaseModel):
 
     def cpu_recipe(self):
         """Its workload's CPU recipe (``jobs.rehearsal.cpu_workloads.RehearsedWorkload``)."""
-        return registry.resolve(registry.workloads()[self.workload].rehearsal)
+        return registry.workloads()[self.workload].cpu_recipe()
 
     @model_validator(mode="after")
     def _interruption_within_the_run(self) -> RehearsalRequest:

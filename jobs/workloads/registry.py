@@ -55,7 +55,7 @@ class Workload:
     default_name: str
     # Its default job on an instance type at a file system throughput in MB/s; None where it has none there.
     default_job: Callable[[str, float], DefaultJob | None]
-    rehearsal: str | None = None  # "module:attribute" of its CPU recipe (jobs.rehearsal.cpu_workloads.CpuRecipe)
+    rehearsal: str | None = None  # "module:attribute" of its CPU recipe (a jobs.rehearsal.cpu_workloads.RehearsedWorkload)
     default_precompile_name: str | None = None
 
     def job_name(self, precompile: bool) -> str:
@@ -78,9 +78,13 @@ class Workload:
 
         return launched_job(contract, self.plan(contract, request, planner))[0]
 
+    def cpu_recipe(self) -> Any:
+        """Its CPU recipe, its module imported now; None where it declares none."""
+        return None if self.rehearsal is None else resolve(self.rehearsal)
+
     def runs_on(self) -> str:
         """Which groups run it, worded from its backends' records, with the fix."""
-        own = [backends.BACKENDS[name] for name in self.backends if backends.BACKENDS[name].generations]
+        own = [backend for name, backend in backends.BACKENDS.items() if name in self.backends and backend.generations]
         if not own:
             return f"--workload {self.name} runs on no Trainium generation's training image"
         where = " and ".join(f"the {backend.name} backend ({', '.join(backend.generations)})" for backend in own)
