@@ -26,7 +26,7 @@ from jobs.errors import LaunchError
 from jobs.job_building import platform_job
 from jobs.job_building.torchx_component import AGENT_COMMAND
 from jobs.workloads import bert_job
-from trainium_eks import acceptance_floors, catalog, hardware, layout, versions
+from trainium_eks import catalog, hardware, layout, versions
 from trainium_eks.contract import PlatformContract
 
 pytestmark = pytest.mark.stacks
@@ -150,7 +150,7 @@ def test_the_bandwidth_check_runs_nccom_test_over_mpi_across_two_whole_nodes():
     ranks = 2 * group.neuron_cores_per_node
     assert f"nccom-test -r {ranks} -N 2 " in script and " allr " in script and "--hosts" in script
     assert "NEURON_RT_ROOT_COMM_ID" in script
-    floor = acceptance_floors.ACCEPTANCE_BUS_BANDWIDTH_FRACTION[group.instance_type]
+    floor = catalog.INSTANCE_TYPES[group.instance_type].acceptance_bus_bandwidth_fraction
     line_rate = catalog.INSTANCE_TYPES[group.instance_type].network_bandwidth_gbps
     assert f"training.bus_bandwidth_check /tmp/nccom-test.txt --line-rate-gbps {line_rate:g} --min-fraction {floor:g}" in script
     assert launcher["policies"] == [{"event": "TaskCompleted", "action": "CompleteJob"}]  # the nodes' sshd never exits
@@ -265,7 +265,7 @@ def test_the_node_group_is_named_when_there_are_several(tmp_path):
 def test_the_checks_of_each_generation_run_its_image_on_its_devices_cores_and_interfaces(generation):
     """On a stack of both generations, every check of a group runs that group's training image; the EFA checks take
     its devices, one rank per NeuronCore it advertises (64 on trn2.48xlarge at LNC=2) and all its EFA interfaces,
-    judged against its type's floor (for trn2 an engineering choice: acceptance_floors.ACCEPTANCE_BUS_BANDWIDTH_FRACTION)."""
+    judged against its type's floor (an engineering choice: the catalog's acceptance_bus_bandwidth_fraction)."""
     contract = two_generations_contract()
     group = group_of(contract, generation)
     spec = catalog.INSTANCE_TYPES[group.instance_type]
@@ -290,7 +290,7 @@ def test_the_checks_of_each_generation_run_its_image_on_its_devices_cores_and_in
     tasks = jobs["efa-bandwidth"]["spec"]["tasks"]
     (launcher,) = [t for t in tasks if t["name"].startswith(acceptance.LAUNCHER)]
     script = launcher["template"]["spec"]["containers"][0]["command"][-1]
-    floor = acceptance_floors.ACCEPTANCE_BUS_BANDWIDTH_FRACTION[group.instance_type]
+    floor = catalog.INSTANCE_TYPES[group.instance_type].acceptance_bus_bandwidth_fraction
     assert f"nccom-test -r {2 * cores} -N 2 " in script and f"--min-fraction {floor:g}" in script
     for node in [t for t in tasks if t["name"].startswith(acceptance.NODE)]:
         limits = node["template"]["spec"]["containers"][0]["resources"]["limits"]
@@ -340,7 +340,7 @@ def test_the_collective_bandwidth_check_times_torch_distributed_on_two_trn2_node
     command = torchrun_command(job)
     assert command[command.index("-m") + 1] == "training.collective_bandwidth"
     assert "--nnodes=2" in command and f"--nproc_per_node={group.neuron_cores_per_node}" in command
-    floor = acceptance_floors.ACCEPTANCE_BUS_BANDWIDTH_FRACTION[group.instance_type]
+    floor = catalog.INSTANCE_TYPES[group.instance_type].acceptance_bus_bandwidth_fraction
     line_rate = catalog.INSTANCE_TYPES[group.instance_type].network_bandwidth_gbps
     arguments = command[command.index("-m") + 2 :]
     # the launcher names the group's backend; the check refuses an image without it

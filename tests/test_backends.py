@@ -119,7 +119,7 @@ def test_every_job_names_its_groups_backend_to_the_script(stack):
         request = JobRequest(name="berttrain", node_group=group.name, nodes=1, step_seconds=1.0)
         jobs = [bert_job.volcano_job(contract, request)]
         titan = registry.workloads()["torchtitan"]
-        if backend.name in titan.backends and contract.software(group).generation in backend.generations:
+        if contract.software(group).generation in titan.generations().get(backend.name, ()):
             jobs.append(torchtitan_job.titan_job(contract, request))
         jobs.append(acceptance.train_step(contract, group))
         for job in jobs:

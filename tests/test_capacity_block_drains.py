@@ -171,7 +171,7 @@ def test_the_launchers_help_gives_its_whole_description(capsys):
     shown = " ".join(capsys.readouterr().out.split())  # argparse wraps it to the terminal
     # the sentence the first line of the module's docstring cut, whole, without its reST quoting
     assert "alone: one of the registered workloads (jobs.workloads.registry): BERT pretraining" in shown
-    assert "or LLM pre-training with TorchTitan (--workload torchtitan, on trn2/trn3 groups). positional arguments:" in shown
+    assert "or LLM pre-training with TorchTitan (--workload torchtitan, on the groups that train on TorchNeuron)." in shown
 
 
 def test_the_plan_counts_one_node_as_one_and_gives_a_range_whose_ends_meet_as_one_number():

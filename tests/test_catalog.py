@@ -7,8 +7,9 @@ import dataclasses
 import pytest
 from support import ec2_recommended_layout
 
+from jobs.workloads import registry, titan_recipes
 from preflight.stackfile import REPO_ROOT
-from trainium_eks import acceptance_floors, catalog, hardware, versions
+from trainium_eks import backends, catalog, hardware, versions
 
 
 @pytest.mark.parametrize("name", catalog.TRAINIUM_TYPES)
@@ -55,10 +56,30 @@ def test_a_node_advertises_its_physical_cores_grouped_by_its_generations_logical
     assert spec.neuron_cores == spec.neuron_cores_at(generation.default_lnc)
 
 
-def test_every_generation_has_a_type_and_a_training_stack():
-    for name in hardware.GENERATIONS:
+def test_every_generation_has_a_type_and_names_training_stacks_that_exist():
+    for name, generation in hardware.GENERATIONS.items():
         assert any(catalog.INSTANCE_TYPES[t].generation == name for t in catalog.TRAINIUM_TYPES)
-        assert name in versions.training_stack_of(name).generations
+        assert generation.training_stacks and set(generation.training_stacks) <= set(versions.TRAINING_STACKS)
+        assert versions.training_stack_of(name).name == generation.training_stacks[0]
+        assert all(name in versions.TRAINING_STACKS[stack].generations for stack in generation.training_stacks)
+
+
+def test_a_backend_trains_the_generations_of_the_stacks_on_it_and_the_cpus_none():
+    for name in backends.BACKENDS:
+        on_it = [stack for stack in versions.TRAINING_STACKS.values() if stack.backend.name == name]
+        assert set(versions.backend_generations(name)) == {g for stack in on_it for g in stack.generations}
+    assert versions.backend_generations("cpu") == ()
+
+
+def test_every_step_rate_and_recipe_of_a_type_is_a_registered_workloads():
+    declared = registry.workloads()
+    for name in catalog.TRAINIUM_TYPES:
+        spec = catalog.INSTANCE_TYPES[name]
+        assert {rate.workload for rate in spec.step_rates} <= set(declared), name
+        assert all(rate.sequences_per_second_per_worker > 0 and rate.source for rate in spec.step_rates), name
+        assert set(spec.recipes) <= set(declared), name
+        if "torchtitan" in spec.recipes:
+            assert titan_recipes.recipe_for(name).name == spec.recipes["torchtitan"]
 
 
 def test_multi_node_types_support_efa_and_the_single_device_type_does_not():
@@ -98,7 +119,7 @@ def test_types_without_efa_have_no_layout():
 @pytest.mark.parametrize("name", [n for n in catalog.TRAINIUM_TYPES if catalog.INSTANCE_TYPES[n].supports_efa])
 def test_every_efa_type_has_a_bandwidth_floor_that_one_interface_cannot_reach(name):
     spec = catalog.INSTANCE_TYPES[name]
-    floor = acceptance_floors.ACCEPTANCE_BUS_BANDWIDTH_FRACTION[name]
+    floor = catalog.INSTANCE_TYPES[name].acceptance_bus_bandwidth_fraction
     assert 0 < floor < 1 and spec.network_bandwidth_gbps > 0
     # Two nodes' all-reduce: bus bandwidth is at most 2(r-1)/r times what the network carries per node. A node left
     # with one working EFA interface (line rate / interfaces) must fall below the floor.

@@ -92,7 +92,7 @@ def test_torchtitan_on_the_trn2_group_runs_the_cited_configuration_with_a_grace_
     chosen = ("--outputs", str(path), "--workload", "torchtitan", "--node-group", "trn2-48xl", "--dryrun")
     job = launch_json(*chosen, *GIVEN_STEP, "--json")
     (group,) = [g for g in outputs["trainiumNodeGroups"] if g["name"] == "trn2-48xl"]
-    recipe = titan_recipes.RECIPES[group["instanceType"]]
+    recipe = titan_recipes.recipe_for(group["instanceType"])
     assert job["metadata"]["name"].startswith("qwen3train")
     annotations = job["metadata"]["annotations"]
     assert recipe.source in annotations[torchtitan_job.PARALLELISM_ANNOTATION]

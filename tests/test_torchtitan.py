@@ -26,7 +26,7 @@ from jobs.rehearsal.local_agents import CpuOverrides, read_metrics
 from jobs.rehearsal.report import CHECKPOINT_EVERY, RehearsalRequest
 from jobs.workloads import registry
 from jobs.workloads.titan_config import parse_titan_options
-from jobs.workloads.titan_recipes import RECIPES
+from jobs.workloads.titan_recipes import recipe_for
 from jobs.workloads.torchtitan_job import MODULE, PARALLELISM_ANNOTATION, titan_job
 from preflight.stackfile import REPO_ROOT
 from training import run_record, titan_assets
@@ -66,7 +66,7 @@ def test_a_trn2_job_runs_the_tutorial_configuration_on_every_neuron_core_of_the_
     assert job["spec"]["queue"] == contract.queues[0]
     limits = container(job)["resources"]["limits"]
     assert int(limits[layout.EFA_RESOURCE]) == group.efa_interfaces_per_node
-    recipe = RECIPES[group.instance_type]
+    recipe = recipe_for(group.instance_type)
     assert " ".join(recipe.model_options) in " ".join(command)
     ranks = group.neuron_cores_per_node
     parallelism = job["metadata"]["annotations"][PARALLELISM_ANNOTATION]

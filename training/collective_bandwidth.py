@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         if not backend.eager_collectives:
             raise UsageError(
                 "--device auto: this image computes with PyTorch/XLA, whose collectives run when the graph is cut, so "
-                "all_reduce cannot be timed here; check trn1 groups with nccom-test (jobs.acceptance efa-bandwidth)"
+                "all_reduce cannot be timed here; check its groups with nccom-test (jobs.acceptance efa-bandwidth)"
             )
     except (UsageError, backends.MissingBackend) as error:
         print(f"error: {one_line(str(error))}", file=sys.stderr)

@@ -1,6 +1,7 @@
 """What a training backend is: one record per PyTorch backend the platform trains on, read by the launcher (a job's
 environment, command and checks), the training stacks (``versions.TrainingStack.backend``) and the training scripts
-(their ``--device`` choices; ``training/backend.py`` adds the torch calls).
+(their ``--device`` choices; ``training/backend.py`` adds the torch calls). Which generations train on a backend is
+the training stacks' to say (``versions.backend_generations``): a generation's row names its stacks.
 
 Standard library only: the training images copy this file (training/Dockerfile, training/Dockerfile.native).
 """
@@ -34,7 +35,6 @@ class Backend:
     precompiler: str | None  # the tool that compiles a job's graphs ahead of it; None: the job compiles at its first steps
     # torch.distributed collectives run when called, so all_reduce can be timed call by call (collective-bandwidth)
     eager_collectives: bool
-    generations: tuple[str, ...]  # the Trainium generations it trains, by its own documentation; the catalog says which exist
     provided_by: str  # what provides it in an image, for the line that refuses it where it is missing
 
     def __hash__(self) -> int:  # its mappings have no hash; its name identifies it
@@ -72,7 +72,6 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType(
                 bf16_environment=MappingProxyType({"XLA_DOWNCAST_BF16": "1"}),
                 precompiler="neuron_parallel_compile",
                 eager_collectives=False,
-                generations=("trn1", "trn2"),
                 provided_by="torch-xla (the PyTorch/XLA training image, training/Dockerfile)",
             ),
             # TorchNeuron on the native image: the neuron device (PyTorch's PrivateUse1) and process group, DDP,
@@ -94,7 +93,6 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType(
                 bf16_environment=MappingProxyType({}),
                 precompiler=None,
                 eager_collectives=True,
-                generations=("trn2", "trn3"),
                 provided_by="TorchNeuron, torch-neuronx 2.13 or later (the native training image, training/Dockerfile.native)",
             ),
             # CPUs with gloo, anywhere: the tests and `jobs.rehearsal`, which run every workload on it.
@@ -111,7 +109,6 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType(
                 bf16_environment=MappingProxyType({}),
                 precompiler=None,
                 eager_collectives=True,
-                generations=(),
                 provided_by="PyTorch",
             ),
         )

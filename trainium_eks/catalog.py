@@ -60,6 +60,12 @@ Sources (read 2026-12):
                4 x 1900 GB; trn2.48xlarge 4 x 1900 GB NVMe SSD (EC2 DescribeInstanceTypes InstanceStorageInfo, as
                getmoto/moto records it in moto/ec2/resources/instance_types.json, commit 34d6cad5a, 2026-08-02; its
                7600 GB total is also karpenter-provider-aws v1.14.1 instance-types.md's instance-local-nvme)
+- [STEP-RATE]  aws-neuron/aws-neuron-eks-samples dp_bert_hf_pretrain README: the reference tutorial's BERT-large on two
+               trn1.32xlarge, 64 workers at batch 16 and 32 micro-batches, bf16, logged 6449.36 sequences/s, the
+               lowest of its samples; data parallel, each worker's step is its own batch at a 64th of that rate. No
+               other pairing of a workload and a type has a sourced rate
+- [FLOOR]      Not AWS's: an engineering choice (the comment above INSTANCE_TYPES), the acceptance checks' floor of a
+               type's EFA line rate (network_bandwidth_gbps)
 
 Left out, with the reason: trn2u.48xlarge (four of them, joined by NeuronLink, make a Trn2 UltraServer; Neuron
 trn2-arch) is sold as UltraServer Capacity Blocks only, and neither the VPC CNI's limits nor the EKS AMI's
@@ -83,7 +89,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from trainium_eks.hardware import InstanceType
+from trainium_eks.hardware import InstanceType, StepRate
 
 PRICE_SOURCE = (
     "EC2 on-demand Linux list prices of us-east-1 (karpenter-provider-aws pricing table, 2026-07-20), used for every region"
@@ -116,6 +122,19 @@ TRN1_AZ_IDS: Mapping[str, tuple[str, ...]] = _frozen(
     {"us-east-1": ("use1-az6",), "us-west-2": ("usw2-az4",), "us-east-2": ("use2-az3",)}
 )
 
+# [FLOOR] The EFA line rate of each type is its network_bandwidth_gbps: 800 Gbps for trn1.32xlarge and 1,600 for
+# trn1n.32xlarge (aws-neuron-sdk about-neuron/arch/neuron-hardware/trn1-arch.rst, "EFA bandwidth (Gbps)"), 3,200
+# (16 x 200) for trn2.48xlarge (trn2-arch.rst "EFAv3 bandwidth (Gbps)"; neuron-runtime/about/collectives.rst). AWS
+# publishes no expected all-reduce bus bandwidth per instance type, so acceptance_bus_bandwidth_fraction, the fraction
+# of that line rate which the two-node all-reduce bus bandwidth (nccom-test's busbw, the peak over its message sizes;
+# collective-bandwidth's on the native backend) must reach, is chosen to sit
+# - above what a single EFA interface could carry even at an all-reduce's full bus-bandwidth factor 2(r-1)/r
+#   (about 2 x one interface's share: 24.6 % of trn1.32xlarge's line rate, 12.3 % of trn1n's, 12.4 % of trn2's),
+#   so a node whose traffic falls back to one interface, or off EFA to TCP, fails; and
+# - below the only published figure, the nccom-test guide's two-instance, 64-rank example (47.09 GiB/s at 1 GiB,
+#   which the guide says is not current performance data): 50.6 % of 800 Gbps, or 25.3 % of 1,600 Gbps were it a
+#   trn1n. trn2 has no published figure; it takes trn1n's floor.
+# Tighten a floor once a healthy cluster of the type has been measured.
 INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
     {
         it.name: it
@@ -171,6 +190,8 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                     }
                 ),
                 capacity_block_regions=("us-east-1",),
+                acceptance_bus_bandwidth_fraction=0.30,
+                step_rates=(StepRate("bert", "large", 6449.36 / 64, source="[STEP-RATE] dp_bert_hf_pretrain README"),),
             ),
             InstanceType(
                 name="trn1n.32xlarge",
@@ -193,6 +214,7 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 on_demand_usd_per_hour=_frozen({"us-east-1": 24.78}),
                 az_ids=TRN1_AZ_IDS,
                 offered_az_ids=TRN1_AZ_IDS,  # [OFFERINGS] lists exactly these
+                acceptance_bus_bandwidth_fraction=0.20,
             ),
             InstanceType(
                 name="trn2.48xlarge",
@@ -214,6 +236,9 @@ INSTANCE_TYPES: Mapping[str, InstanceType] = _frozen(
                 instance_store_disk_gb=1900,
                 offered_az_ids=_frozen({"us-east-2": ("use2-az1", "use2-az2", "use2-az3")}),
                 capacity_block_regions=("us-east-2",),
+                acceptance_bus_bandwidth_fraction=0.20,
+                # the Neuron tutorial's Qwen3-8B, whose 64 ranks are one trn2.48xlarge's NeuronCores at LNC 2
+                recipes=_frozen({"torchtitan": "qwen3-8b"}),
             ),
             # General-purpose types for the system node group (CoreDNS, controllers, etcd, TensorBoard).
             InstanceType(

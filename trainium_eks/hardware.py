@@ -1,7 +1,9 @@
 """The records of the hardware catalog (``trainium_eks.catalog``): an instance type, a Trainium generation, a launch
 template's network interface slot, and what follows from their facts (NeuronCores at an LNC setting, the EFA layout,
 a node's subnet addresses, where a type is offered). The facts themselves, with their sources, are the catalog's;
-the bracketed tags ([EFA-LAYOUT], [PRICE], ...) name its sources.
+the bracketed tags ([EFA-LAYOUT], [PRICE], ...) name its sources. A generation or an instance type is one row here:
+what else the platform knows of one (the training stacks of a generation, the backends it trains on, a workload's
+recipe and step rate on a type, the acceptance checks' floor) is read from its row, never listed again elsewhere.
 """
 
 from __future__ import annotations
@@ -36,24 +38,40 @@ class NetworkInterfaceSlot:
 
 @dataclass(frozen=True)
 class Generation:
-    """A Trainium generation: its logical-NeuronCore settings [NEURON-HW]. The Neuron runtime groups ``lnc`` physical
-    NeuronCores into one logical core, and the device plugin advertises logical cores as ``aws.amazon.com/neuroncore``;
-    what a generation trains with is its training stack (``versions.TRAINING_STACKS``)."""
+    """A Trainium generation: its logical-NeuronCore settings [NEURON-HW] and the training stacks its groups may run.
+    The Neuron runtime groups ``lnc`` physical NeuronCores into one logical core, and the device plugin advertises
+    logical cores as ``aws.amazon.com/neuroncore``. A training stack (``versions.TRAINING_STACKS``) trains the
+    generations that name it, and a backend the generations of the stacks on it."""
 
     name: str
     lnc_settings: tuple[int, ...]
     default_lnc: int
+    # versions.TRAINING_STACKS names, the default first: what a group of the generation boots and trains with
+    training_stacks: tuple[str, ...]
 
 
+# The seed's trn1 stays on PyTorch/XLA, which TorchNeuron does not train; trn2 trains on TorchNeuron (versions.py
+# says why each stack is the one).
 GENERATIONS: Mapping[str, Generation] = MappingProxyType(
     {
         g.name: g
         for g in (
-            Generation("trn1", lnc_settings=(1,), default_lnc=1),
-            Generation("trn2", lnc_settings=(1, 2), default_lnc=2),
+            Generation("trn1", lnc_settings=(1,), default_lnc=1, training_stacks=("pytorch-xla-2.30",)),
+            Generation("trn2", lnc_settings=(1, 2), default_lnc=2, training_stacks=("torchneuron-2.33",)),
         )
     }
 )
+
+
+@dataclass(frozen=True)
+class StepRate:
+    """A measured training speed of a workload's model on an instance type, with its source: what a drain's grace
+    period counts a step at (``jobs.job_building.grace_period``)."""
+
+    workload: str  # a jobs.workloads.registry name
+    model: str  # the workload's model option
+    sequences_per_second_per_worker: float
+    source: str
 
 
 @dataclass(frozen=True)
@@ -92,6 +110,14 @@ class InstanceType:
     offered_az_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # Regions where EC2 Capacity Blocks for ML sell it [CAPACITY-BLOCKS]; a block's AZ is the offering's.
     capacity_block_regions: tuple[str, ...] = ()
+    # The fraction of its EFA line rate two nodes' all-reduce must reach in the acceptance checks [FLOOR]; None: no
+    # floor chosen, and the two-node bandwidth checks refuse the type.
+    acceptance_bus_bandwidth_fraction: float | None = None
+    # Sourced training speeds on it [STEP-RATE]; a pairing not listed has no known step time.
+    step_rates: tuple[StepRate, ...] = ()
+    # The recipe each workload trains on it, by workload name (a name of the workload's recipes: TorchTitan's are
+    # jobs.workloads.titan_recipes.RECIPES); a workload with per-type recipes and none here has no job on it.
+    recipes: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def is_trainium(self) -> bool:
@@ -110,6 +136,11 @@ class InstanceType:
     def instance_store_gb(self) -> int:
         """The instance store in total, GB: what one RAID0 array of its disks holds."""
         return self.instance_store_disks * self.instance_store_disk_gb
+
+    def sequences_per_second_per_worker(self, workload: str, model: str) -> float | None:
+        """The sourced rate of ``workload``'s ``model`` on this type; None where no source gives one."""
+        rates = [rate for rate in self.step_rates if (rate.workload, rate.model) == (workload, model)]
+        return rates[0].sequences_per_second_per_worker if rates else None
 
     @property
     def supports_efa(self) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainium_eks import hardware
 from trainium_eks.backends import BACKENDS, Backend
 
 # EKS versions in standard support on 2026-12-02 plus 1.34, whose extended support began that day
@@ -146,12 +147,12 @@ TORCHTITAN_NEURON_COMMIT: str | None = None
 
 @dataclass(frozen=True)
 class TrainingStack:
-    """The software one Trainium generation trains with: the PyTorch backend, the image the launcher runs (built by
+    """The software a Trainium generation trains with: the PyTorch backend, the image the launcher runs (built by
     ``make image`` from ``dockerfile``'s ``target``, tagged ``image_tag``), the Neuron runtime in it, and the node
-    image release a group of the generation boots unless it pins another."""
+    image release a group of the generation boots unless it pins another. The generations it trains are those whose
+    row (``hardware.GENERATIONS``) names it."""
 
     name: str  # a label value: nodes carry it as trainium-eks/training-stack
-    generations: tuple[str, ...]  # hardware.Generation names it trains on
     backend: Backend  # what the training script computes on (trainium_eks/backends.py)
     dockerfile: str
     target: str
@@ -159,6 +160,11 @@ class TrainingStack:
     runtime: NeuronRuntime
     default_node_image_release: str
     build_args: tuple[tuple[str, str | None], ...] = ()  # (ARG, value) of the Dockerfile, set from this module
+
+    @property
+    def generations(self) -> tuple[str, ...]:
+        """The hardware.Generation names whose groups may train with it."""
+        return tuple(name for name, generation in hardware.GENERATIONS.items() if self.name in generation.training_stacks)
 
 
 # The seed's path: PyTorch/XLA, whose last training container is Neuron 2.30's (training/Dockerfile; "Starting with
@@ -179,7 +185,6 @@ TRAINING_STACKS = {
     for stack in (
         TrainingStack(
             name="pytorch-xla-2.30",
-            generations=("trn1",),
             backend=BACKENDS["xla"],
             dockerfile="training/Dockerfile",
             target="train",
@@ -189,7 +194,6 @@ TRAINING_STACKS = {
         ),
         TrainingStack(
             name="torchneuron-2.33",
-            generations=("trn2",),
             backend=BACKENDS["neuron"],
             dockerfile="training/Dockerfile.native",
             target="train",
@@ -203,8 +207,14 @@ TRAINING_STACKS = {
 
 
 def training_stack_of(generation: str) -> TrainingStack:
-    """The stack a group of ``generation`` trains with unless it names another: the last one listed for it."""
-    return [stack for stack in TRAINING_STACKS.values() if generation in stack.generations][-1]
+    """The stack a group of ``generation`` trains with unless it names another: the first its row names."""
+    return TRAINING_STACKS[hardware.GENERATIONS[generation].training_stacks[0]]
+
+
+def backend_generations(backend: str) -> tuple[str, ...]:
+    """The generations that train on ``backend``: those of the training stacks on it (none for the CPU's)."""
+    stacks = [stack for stack in TRAINING_STACKS.values() if stack.backend.name == backend]
+    return tuple(name for name in hardware.GENERATIONS if any(name in stack.generations for stack in stacks))
 
 
 @dataclass(frozen=True)

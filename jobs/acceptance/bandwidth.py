@@ -8,7 +8,7 @@ from jobs.acceptance.check_pods import SHARED_VOLUME_OWNER, two_efa_nodes
 from jobs.acceptance.check_workload import NODE, Check, PodShape, check_job
 from jobs.errors import LaunchError
 from jobs.job_building.platform_job import group_software
-from trainium_eks import acceptance_floors, catalog
+from trainium_eks import catalog, versions
 from trainium_eks.backends import BACKENDS
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup
@@ -51,7 +51,7 @@ def _launcher_script(group: NodeGroup, floor: float) -> str:
 
 def efa_bandwidth(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
     """nccom-test's all-reduce across two whole nodes, judged against the instance type's floor of its line rate."""
-    floor = acceptance_floors.ACCEPTANCE_BUS_BANDWIDTH_FRACTION.get(group.instance_type)
+    floor = catalog.INSTANCE_TYPES[group.instance_type].acceptance_bus_bandwidth_fraction
     two_efa_nodes(contract, group, "efa-bandwidth", floor)
     launcher = ("bash", "-c", _launcher_script(group, floor))
     return check_job(contract, group, Check("efa-bandwidth", PodShape.MPI, launcher, BANDWIDTH_NODES, uid=ROOT_UID))
@@ -59,14 +59,15 @@ def efa_bandwidth(contract: PlatformContract, group: NodeGroup, nodes: int | Non
 
 def collective_bandwidth(contract: PlatformContract, group: NodeGroup, nodes: int | None = None) -> dict:
     """torch.distributed's all-reduce across two whole nodes on the group's image and process group (one rank per
-    NeuronCore), judged against the same floor of the line rate as nccom-test's (``acceptance_floors``: for trn2 an
-    engineering choice, not a published figure)."""
-    floor = acceptance_floors.ACCEPTANCE_BUS_BANDWIDTH_FRACTION.get(group.instance_type)
+    NeuronCore), judged against the same floor of the line rate as nccom-test's (the type's
+    ``acceptance_bus_bandwidth_fraction`` in the catalog: an engineering choice, not a published figure)."""
+    floor = catalog.INSTANCE_TYPES[group.instance_type].acceptance_bus_bandwidth_fraction
     software = group_software(contract, group)
     # Only the backends whose collectives run when called can be timed call by call (training/collective_bandwidth.py);
     # PyTorch/XLA's run when the step's graph is cut: trn1's are nccom-test's to measure.
     if not BACKENDS[software.backend].eager_collectives:
-        eager = " or ".join(backend.name for backend in BACKENDS.values() if backend.eager_collectives and backend.generations)
+        trained = [b for b in BACKENDS.values() if b.eager_collectives and versions.backend_generations(b.name)]
+        eager = " or ".join(backend.name for backend in trained)
         raise LaunchError(
             f"collective-bandwidth: times torch.distributed on the {eager} backend; node group "
             f"{group.name} trains with {software.training_stack} ({software.backend} backend), whose collectives "

@@ -80,6 +80,6 @@ def two_efa_nodes(contract: PlatformContract, group: NodeGroup, check: str, floo
         held = f"up to {ceiling}" if contract.elastic(group) else str(ceiling)
         raise LaunchError(
             f"{check}: node group {group.name} needs two or more EFA nodes"
-            f"{' of a type with a bandwidth floor (trainium_eks/acceptance_floors.py)' if floor is None else ''} "
+            f"{' of a type with a bandwidth floor (its acceptance_bus_bandwidth_fraction)' if floor is None else ''} "
             f"(it holds {held} x {group.instance_type})"
         )

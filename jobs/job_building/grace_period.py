@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from training.options import CONFIGS
-from trainium_eks import karpenter_termination
+from trainium_eks import catalog, karpenter_termination
 
 # "By default, all deletes are graceful within 30 seconds" (Kubernetes docs, "Pod Lifecycle", termination of pods;
 # the pod spec's terminationGracePeriodSeconds defaults to 30).
@@ -56,10 +56,8 @@ CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS = karpenter_termination.CAPACITY_BLOCK_DRAIN
 MAX_GRACE_SECONDS = karpenter_termination.LONGEST_DRAIN_SECONDS
 # What of the window the step and the checkpoint's write may take: the rest is the exit's margin.
 STEP_AND_WRITE_WINDOW_SECONDS = CAPACITY_BLOCK_DRAIN_WINDOW_SECONDS - KUBERNETES_DEFAULT_GRACE_SECONDS
-# The only sourced step rate: the reference tutorial's BERT-large on two trn1.32xlarge, 64 workers at batch 16 and
-# 32 micro-batches, bf16, logged 6449.36 sequences/s, the lowest of its samples (aws-neuron/aws-neuron-eks-samples,
-# dp_bert_hf_pretrain README). Per worker: data parallel, a step is each worker's own batch at this rate.
-SEQUENCES_PER_SECOND_PER_WORKER = {("large", "trn1.32xlarge"): 6449.36 / 64}
+# The workload whose models training.options.CONFIGS holds: its step rates are the catalog rows' (``step_rates``).
+BERT = "bert"
 MB = 1000**2  # FSx states throughput in MB/s
 
 
@@ -90,9 +88,9 @@ def grace_period_seconds(checkpoint_bytes: int, throughput_mb_s: float, step_sec
 
 
 def step_seconds_of(model: str, instance_type: str, batch_size: int, grad_accum_steps: int) -> float | None:
-    """A worker's step time: its sequences per step at the sourced per-worker rate of ``model`` on ``instance_type``;
-    None where no source gives that rate."""
-    rate = SEQUENCES_PER_SECOND_PER_WORKER.get((model, instance_type))
+    """A BERT worker's step time: its sequences per step at the sourced per-worker rate of ``model`` on
+    ``instance_type`` (the type's catalog row); None where no source gives that rate."""
+    rate = catalog.INSTANCE_TYPES[instance_type].sequences_per_second_per_worker(BERT, model)
     return None if rate is None else batch_size * grad_accum_steps / rate
 
 

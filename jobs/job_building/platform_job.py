@@ -27,7 +27,7 @@ from jobs.job_building.torchx_component import (
     trainium_ddp,
 )
 from training import crash_budget
-from trainium_eks import layout
+from trainium_eks import layout, versions
 from trainium_eks.backends import BACKENDS
 from trainium_eks.contract import PlatformContract
 from trainium_eks.contract_entries import NodeGroup, NodeGroupSoftware
@@ -172,7 +172,7 @@ def group_software(contract: PlatformContract, group: NodeGroup, *, precompile: 
     precompile on a backend that compiles at a job's first steps."""
     software = contract.software(group)
     backend = BACKENDS.get(software.backend)
-    if backend is None or not backend.generations:  # the CPU backend is the rehearsal's, never a node group's
+    if backend is None or not versions.backend_generations(backend.name):  # CPU's is the rehearsal's, no group's
         raise LaunchError(
             f"--node-group {group.name}: its training stack {software.training_stack} runs the PyTorch backend "
             f"'{software.backend}', which this launcher does not know; upgrade trainium-eks's job tools"

@@ -1,6 +1,6 @@
 """Launch a training job on the platform, configured from a stack's outputs alone: one of the registered workloads
 (``jobs.workloads.registry``): BERT pretraining (or its Neuron precompile), the default, or LLM pre-training with
-TorchTitan (``--workload torchtitan``, on trn2/trn3 groups).
+TorchTitan (``--workload torchtitan``, on the groups that train on TorchNeuron).
 
     python -m jobs.launch [--stack STACK | --outputs FILE] [--workload NAME] [--nodes N]
                           [--workers-per-node N] [--node-group NAME] [--queue NAME] [--team NAME] [--image-tag TAG]
@@ -122,7 +122,7 @@ def parser() -> OneLineParser:
         "--workload",
         choices=tuple(workloads),
         default=default.name,
-        help="what to train: " + "; ".join(f"{w.name}: {w.summary}" for w in workloads.values()) + f" (default: {default.name})",
+        help="what to train: " + "; ".join(f"{w.name}: {w.help()}" for w in workloads.values()) + f" (default: {default.name})",
     )
     names = []
     for workload in workloads.values():

@@ -24,7 +24,7 @@ def default_job(instance_type: str, throughput_mb_s: float) -> DefaultJob:
 
 WORKLOAD = Workload(
     name="bert",
-    summary="BERT pretraining, the seed tutorial's (any group)",
+    summary="BERT pretraining, the seed tutorial's",
     backends=("xla", "neuron", "cpu"),  # training/pretrain_bert.py's --device choices
     planner="jobs.workloads.bert_job:bert_run",
     checkpoint_options=("--checkpoint-every", "--steps-this-run"),

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.errors import LaunchError
 from jobs.job_building.capacity import choose_node_group
 from jobs.job_building.grace_period import GracePeriod
-from trainium_eks import backends
+from trainium_eks import backends, versions
 from trainium_eks.contract import PlatformContract
 
 if TYPE_CHECKING:  # the planners' types: their modules import TorchX, which the plan does without
@@ -68,7 +68,8 @@ class Workload:
         group = choose_node_group(contract, request.node_group)
         software = contract.software(group)
         backend = backends.BACKENDS.get(software.backend)  # one this launcher does not know, placement refuses
-        if backend is not None and (backend.name not in self.backends or software.generation not in backend.generations):
+        trained = backend is not None and software.generation in versions.backend_generations(backend.name)
+        if backend is not None and (backend.name not in self.backends or not trained):
             raise LaunchError(f"--node-group {group.name}: a {group.instance_type} is {software.generation}; {self.runs_on()}")
         return (planner or resolve(self.planner))(contract, request)
 
@@ -82,13 +83,23 @@ class Workload:
         """Its CPU recipe, its module imported now; None where it declares none."""
         return None if self.rehearsal is None else resolve(self.rehearsal)
 
+    def generations(self) -> dict[str, tuple[str, ...]]:
+        """The Trainium generations that train it, by backend: those whose training stacks run one of its backends."""
+        trained = {name: versions.backend_generations(name) for name in backends.BACKENDS if name in self.backends}
+        return {name: generations for name, generations in trained.items() if generations}
+
+    def help(self) -> str:
+        """Its line in --workload's help: what it trains and the generations of the groups that run it."""
+        generations = dict.fromkeys(g for on_backend in self.generations().values() for g in on_backend)
+        return f"{self.summary} ({'/'.join(generations) or 'no'} groups)"
+
     def runs_on(self) -> str:
-        """Which groups run it, worded from its backends' records, with the fix."""
-        own = [backend for name, backend in backends.BACKENDS.items() if name in self.backends and backend.generations]
+        """Which groups run it, worded from the generations' and backends' records, with the fix."""
+        own = self.generations()
         if not own:
             return f"--workload {self.name} runs on no Trainium generation's training image"
-        where = " and ".join(f"the {backend.name} backend ({', '.join(backend.generations)})" for backend in own)
-        generations = dict.fromkeys(generation for backend in own for generation in backend.generations)
+        where = " and ".join(f"the {backend} backend ({', '.join(generations)})" for backend, generations in own.items())
+        generations = dict.fromkeys(g for on_backend in own.values() for g in on_backend)
         return f"--workload {self.name} runs on {where}; choose a {' or '.join(generations)} group"
 
 

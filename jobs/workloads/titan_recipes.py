@@ -1,5 +1,6 @@
-"""The TorchTitan recipes the platform trains, as data: each instance type's cited TorchTitan Neuron configuration
-(``RECIPES``) and the CPU rehearsal's, with the model size a checkpoint's bytes come from. Light on purpose: the plan
+"""The TorchTitan recipes the platform trains, as data: the cited TorchTitan Neuron configurations (``RECIPES``, by
+name; an instance type's catalog row names the one it trains, ``recipes["torchtitan"]``) and the CPU rehearsal's,
+with the model size a checkpoint's bytes come from. Light on purpose: the plan
 (``preflight``) reads a recipe's checkpoint size from here without TorchTitan, TorchX or the launcher
 (``jobs.workloads.torchtitan``' default job); ``jobs.workloads.torchtitan_job`` builds jobs from them."""
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 
 from jobs.job_building.grace_period import BYTES_PER_PARAMETER
 from training import titan_assets
+from trainium_eks import catalog
 
 CONFIGS = "training.titan_configs"  # the platform's TorchTitan configurations, which build the draining trainer
 
@@ -78,7 +80,20 @@ QWEN3_8B_TRN2 = TitanRecipe(
     source="Neuron tutorial qwen3_8b_tp4_fsdp16_sac",
     parameters=qwen3_parameter_count(QWEN3_8B_CONFIG),
 )
-RECIPES = {"trn2.48xlarge": QWEN3_8B_TRN2}
+RECIPES = {recipe.name: recipe for recipe in (QWEN3_8B_TRN2,)}
+WORKLOAD = "torchtitan"  # the workload whose recipes these are: the key of a catalog row's recipes
+
+
+def recipe_for(instance_type: str) -> TitanRecipe | None:
+    """The recipe ``instance_type``'s catalog row names; None where it names none."""
+    name = catalog.INSTANCE_TYPES[instance_type].recipes.get(WORKLOAD)
+    return None if name is None else RECIPES[name]
+
+
+def types_with_recipes() -> tuple[str, ...]:
+    """The instance types whose rows name a recipe."""
+    return tuple(name for name, spec in catalog.INSTANCE_TYPES.items() if WORKLOAD in spec.recipes)
+
 
 # The CPU rehearsal's: TorchTitan 0.3.0's llama3 debug model with causal SDPA attention (training.titan_configs says
 # why and what differs) on short sequences, with the generated assets of training/titan_assets.py; every step

@@ -7,23 +7,24 @@ from __future__ import annotations
 
 from jobs.job_building.grace_period import GracePeriod
 from jobs.workloads.registry import DefaultJob, Workload
-from jobs.workloads.titan_recipes import RECIPES
+from jobs.workloads.titan_recipes import WORKLOAD as NAME
+from jobs.workloads.titan_recipes import recipe_for
 
 DEFAULT_NAME = "qwen3train"
 
 
 def default_job(instance_type: str, throughput_mb_s: float) -> DefaultJob | None:
     """The default job where a cited recipe with a sourced model size exists for ``instance_type``."""
-    recipe = RECIPES.get(instance_type)
+    recipe = recipe_for(instance_type)
     if recipe is None or recipe.checkpoint_bytes is None:
         return None
     # no source gives a TorchTitan step time: the default job's grace period leaves the step out
-    return DefaultJob("torchtitan", DEFAULT_NAME, recipe.name, GracePeriod(recipe.checkpoint_bytes, throughput_mb_s, None))
+    return DefaultJob(NAME, DEFAULT_NAME, recipe.name, GracePeriod(recipe.checkpoint_bytes, throughput_mb_s, None))
 
 
 WORKLOAD = Workload(
-    name="torchtitan",
-    summary="LLM pre-training, the Neuron tutorial's configuration for the group's instance type (trn2/trn3 groups)",
+    name=NAME,
+    summary="LLM pre-training, the Neuron tutorial's configuration for the group's instance type",
     # TorchTitan Neuron runs on TorchNeuron (Neuron docs, "Quickstart: Install and verify torch-neuronx"; the
     # backend's record), and the rehearsal's CPU recipe on gloo
     backends=("neuron", "cpu"),

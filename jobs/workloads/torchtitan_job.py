@@ -5,8 +5,8 @@ Built from the platform's contract as BERT's is (``jobs.workloads.workload.train
 rendezvous, whole nodes with every Neuron device and EFA interface, the shared volume, the queue, the Trainium taint,
 the group's node selector), with TorchTitan's options:
 
-- the model and its configuration: the recipe the Neuron tutorials give the group's instance type
-  (``jobs.workloads.titan_recipes.RECIPES``);
+- the model and its configuration: the recipe the Neuron tutorials give the group's instance type, which its catalog
+  row names (``jobs.workloads.titan_recipes.recipe_for``);
 - the tokenizer (``--hf_assets_path``) and dataset (``--dataloader.dataset_path``) on the shared volume, under the
   platform's datasetsPath;
 - DCP checkpoints, TorchTitan's ``step-N`` directories, under ``<run directory>/checkpoint``: its ``--dump_folder`` is
@@ -36,7 +36,7 @@ from jobs.job_building.grace_period import MAX_GRACE_SECONDS, MB, GracePeriod
 from jobs.job_building.paths import on_shared_volume, run_directory
 from jobs.job_building.platform_job import JobRequest, placement
 from jobs.workloads.titan_config import field_value, parse_titan_options, titan_compile_cache
-from jobs.workloads.titan_recipes import RECIPES, TitanRecipe
+from jobs.workloads.titan_recipes import TitanRecipe, recipe_for, types_with_recipes
 from jobs.workloads.torchtitan import WORKLOAD
 from jobs.workloads.workload import TrainingRun
 from trainium_eks.contract import PlatformContract
@@ -49,9 +49,9 @@ RECIPE_ANNOTATION = "trainium-eks/titan-recipe"
 
 
 def recipe_of(group: NodeGroup) -> TitanRecipe:
-    recipe = RECIPES.get(group.instance_type)
+    recipe = recipe_for(group.instance_type)
     if recipe is None:
-        cited = ", ".join(RECIPES)
+        cited = ", ".join(types_with_recipes())
         raise LaunchError(
             f"--node-group {group.name}: no cited TorchTitan Neuron configuration for a {group.instance_type} "
             f"(the Neuron tutorials' are for {cited}); choose a group of those"

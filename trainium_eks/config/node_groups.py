@@ -168,7 +168,8 @@ def _node_group(
         not efa or spec.supports_efa,
         at("efa"),
         f"{group.instance_type} has no EFA support",
-        "remove efa (or set it to false), or use an EFA-capable type such as trn1.32xlarge",
+        "remove efa (or set it to false), or use an EFA-capable type: "
+        + ", ".join(name for name, it in catalog.INSTANCE_TYPES.items() if it.supports_efa),
     )
     check(
         efa or not spec.supports_efa,

@@ -84,6 +84,8 @@ PROVISIONING = ("managed", "karpenter")
 # trn1.32xlarge (about 21.50 USD/hour) is not kept for long.
 DEFAULT_IDLE_MINUTES = 30
 MAX_IDLE_MINUTES = 24 * 60
+_NO_EFA = [name for name in catalog.TRAINIUM_TYPES if not catalog.INSTANCE_TYPES[name].supports_efa]
+WITHOUT_EFA = f"{', '.join(_NO_EFA)} {'has' if len(_NO_EFA) == 1 else 'have'} none" if _NO_EFA else "every type has EFA"
 
 
 # Which releases a group may pin depends on its training stack, which this field does not know: the rule is
@@ -121,7 +123,7 @@ class NodeGroupInput(Strict):
         description=f"Karpenter groups only: minutes an empty node is kept for the next job; {DEFAULT_IDLE_MINUTES} when unset.",
     )
     efa: f.JsonBoolean | None = Field(
-        None, description="Unset: what the type supports. EFA-capable types must keep it on; trn1.2xlarge has none."
+        None, description=f"Unset: what the type supports. EFA-capable types must keep it on; {WITHOUT_EFA}."
     )
     root_volume_gib: f.between(100, 16384, "use at least 100 GiB") = Field(
         DEFAULT_ROOT_VOLUME_GIB,
