@@ -1,7 +1,9 @@
 """A plain resource graph: what the engine knows about each resource, with links resolved to nodes.
 
 Policies (through the adapters in ``policies/packs.py``) and the offline engine (from a plan) both build this graph,
-so the policy rules and the cost estimate are plain functions over one shape. Property values use the
+so the policy rules and the cost estimate are plain functions over one shape. A node is not a record of its own: it
+is one registration (the plan file's ``preflight.planfile.PlannedResource``, or the policy SDK's resource under the
+real engine) with its provider, parent and dependencies resolved to the nodes they name. Property values use the
 engine's wire names; values unknown during preview are the analyzer's unknown sentinels (``is_unknown``).
 """
 

@@ -9,7 +9,6 @@ resource references as the engine marshals them for analyzers (a custom resource
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import importlib
 import importlib.metadata
@@ -63,54 +62,20 @@ STACK_TYPE = tokens.PULUMI_STACK
 
 
 @dataclass
-class Resource:
-    urn: str
-    type: str
-    name: str
-    custom: bool
-    parent: str | None
-    provider: str | None
-    protect: bool
-    retain_on_delete: bool
-    dependencies: list[str]
-    property_dependencies: dict[str, list[str]]
-    inputs: dict[str, Any]
-    ignore_changes: list[str] = field(default_factory=list)  # an update keeps these paths' values from the last deployment
-
-    def record(self) -> planfile.PlannedResource:
-        """The registration as the plan file carries it."""
-        return planfile.PlannedResource.record(
-            urn=self.urn,
-            type=self.type,
-            name=self.name,
-            custom=self.custom,
-            parent=self.parent,
-            provider=self.provider,
-            protect=self.protect,
-            retain_on_delete=self.retain_on_delete,
-            dependencies=tuple(self.dependencies),
-            property_dependencies={key: tuple(urns) for key, urns in self.property_dependencies.items()},
-            inputs=self.inputs,
-            ignore_changes=tuple(self.ignore_changes),
-        )
-
-
-@dataclass
 class Plan:
     project: str
     stack: str
     preview: bool
-    resources: list[Resource] = field(default_factory=list)
+    resources: list[planfile.PlannedResource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """The plan as the plan file carries it, without the annotations (``preflight.analysis.annotate``)."""
-        resources = tuple(r.record() for r in self.resources)
         return planfile.PlanFile.record(
-            project=self.project, stack=self.stack, resources=resources, outputs=self.outputs
+            project=self.project, stack=self.stack, resources=tuple(self.resources), outputs=self.outputs
         ).to_plan()
 
-    def find(self, type_: str, name: str | None = None) -> list[Resource]:
+    def find(self, type_: str, name: str | None = None) -> list[planfile.PlannedResource]:
         """Resources of ``type_`` (and ``name``), for tests and reports."""
         return [r for r in self.resources if r.type == type_ and (name is None or r.name == name)]
 
@@ -139,7 +104,8 @@ class RecordingMonitor(sdk.MockMonitor):
         super().__init__(mocks)
         mocks.monitor = self
         self.project, self.stack = project, stack
-        self.records: dict[str, Resource] = {}  # inputs still as deserialised from the wire
+        # Each registration's planfile.PlannedResource fields, its inputs still as deserialised from the wire.
+        self.records: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
@@ -148,36 +114,37 @@ class RecordingMonitor(sdk.MockMonitor):
             parent = ""
         return super().make_urn(parent, type_, name)
 
-    def add(self, resource: Resource) -> None:
+    def add(self, **fields: Any) -> None:
+        """Keep a registration's fields; those it does not give at the engine's defaults."""
+        registration = {"retain_on_delete": False, "dependencies": (), "property_dependencies": {}, "ignore_changes": ()}
+        registration.update(fields)
         with self._lock:
-            self.records[resource.urn] = resource
+            self.records[fields["urn"]] = registration
 
     def _record(self, request, urn: str, custom: bool, provider: str | None) -> None:
         properties = request.object if isinstance(request, sdk.resource_pb2.RegisterResourceRequest) else request.properties
         self.add(
-            Resource(
-                urn=urn,
-                type=request.type,
-                name=request.name,
-                custom=custom,
-                parent=request.parent or None,
-                provider=provider,
-                protect=bool(getattr(request, "protect", False)),
-                retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
-                dependencies=sorted(set(getattr(request, "dependencies", []))),
-                property_dependencies={
-                    prop: sorted(set(deps.urns)) for prop, deps in sorted(getattr(request, "propertyDependencies", {}).items())
-                },
-                inputs=json_format.MessageToDict(properties),
-                ignore_changes=list(getattr(request, "ignoreChanges", [])),
-            )
+            urn=urn,
+            type=request.type,
+            name=request.name,
+            custom=custom,
+            parent=request.parent or None,
+            provider=provider,
+            protect=bool(getattr(request, "protect", False)),
+            retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
+            dependencies=tuple(sorted(set(getattr(request, "dependencies", [])))),
+            property_dependencies={
+                prop: tuple(sorted(set(deps.urns))) for prop, deps in sorted(getattr(request, "propertyDependencies", {}).items())
+            },
+            inputs=json_format.MessageToDict(properties),
+            ignore_changes=tuple(getattr(request, "ignoreChanges", [])),
         )
 
     def record_remote_child(self, urn: str, type_: str, name: str, parent: str, inputs: dict) -> None:
         """Record a resource a remote component's provider creates (mocks never run that provider)."""
         provider = self.default_provider(type_.split(":")[0])
-        protect = self.records[parent].protect  # children inherit protect
-        self.add(Resource(urn, type_, name, True, parent, provider, protect, False, [], {}, inputs))
+        protect = self.records[parent]["protect"]  # children inherit protect
+        self.add(urn=urn, type=type_, name=name, custom=True, parent=parent, provider=provider, protect=protect, inputs=inputs)
 
     def default_provider(self, package: str) -> str:
         version = importlib.metadata.version(f"pulumi_{package}").replace(".", "_")
@@ -204,17 +171,22 @@ class RecordingMonitor(sdk.MockMonitor):
 
     def record_default_providers(self, config: dict[str, str]) -> None:
         """The engine registers a default provider per package, configured from the stack's ``<package>:*`` keys."""
-        for urn in sorted({r.provider for r in self.records.values() if r.provider} - set(self.records)):
+        for urn in sorted({r["provider"] for r in self.records.values() if r["provider"]} - set(self.records)):
             package = urn.rsplit("::", 2)[1].rsplit(":", 1)[1]
             inputs = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{package}:")}
             inputs["version"] = importlib.metadata.version(f"pulumi_{package}")
             name = urn.rsplit("::", 1)[1]
-            self.add(Resource(urn, f"pulumi:providers:{package}", name, True, None, None, False, False, [], {}, inputs))
+            provider_type = f"pulumi:providers:{package}"
+            self.add(
+                urn=urn, type=provider_type, name=name, custom=True, parent=None, provider=None, protect=False, inputs=inputs
+            )
 
-    def plan_resources(self) -> tuple[list[Resource], set[str]]:
+    def plan_resources(self) -> tuple[list[planfile.PlannedResource], set[str]]:
         """The recorded resources with inputs in analyzer form, sorted by URN; and the component URNs."""
-        components = {urn for urn, r in self.records.items() if not r.custom}
-        resources = [dataclasses.replace(r, inputs=wire_value(r.inputs, components)) for r in self.records.values()]
+        components = {urn for urn, r in self.records.items() if not r["custom"]}
+        resources = [
+            planfile.PlannedResource.record(**{**r, "inputs": wire_value(r["inputs"], components)}) for r in self.records.values()
+        ]
         return sorted(resources, key=lambda r: r.urn), components
 
 

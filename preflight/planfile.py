@@ -76,7 +76,8 @@ Number = int | float
 
 
 class PlannedResource(_Record):
-    """One registration as the engine sees it (``engine.Resource.to_json``)."""
+    """One registration as the engine sees it: the record the offline engine keeps (``engine.Plan.resources``), the plan
+    file carries and ``plan_graph.graph.Graph.from_records`` links into nodes."""
 
     urn: str
     type: str

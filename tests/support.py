@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from jobs.rehearsal.local_agents import Rehearsal, read_metrics
-from preflight import engine, stackfile
+from preflight import engine, planfile, stackfile
 from trainium_eks import catalog
 from trainium_eks.config import BOOTSTRAP_VARIABLE, PlatformConfig, parse
 
@@ -120,12 +120,12 @@ def cached_plan(stack: str, preview: bool, fixture: bool = False) -> engine.Plan
     return evaluate(stack, preview=preview, fixture=fixture)
 
 
-def kubernetes_objects(plan: engine.Plan) -> list[engine.Resource]:
+def kubernetes_objects(plan: engine.Plan) -> list[planfile.PlannedResource]:
     """The plan's Kubernetes objects (Helm releases are charts, not objects)."""
     return [r for r in plan.resources if r.type.startswith("kubernetes:") and not r.type.startswith("kubernetes:helm.sh")]
 
 
-def manifest(resource: engine.Resource) -> dict:
+def manifest(resource: planfile.PlannedResource) -> dict:
     """The object sent to the API server: a Kubernetes resource's wire inputs, whose numbers the engine carries
     as floats and the provider sends whole ones as integers (``runAsUser: 10001``, not ``10001.0``)."""
     return _as_sent(resource.inputs)
@@ -145,12 +145,12 @@ def node_group_config(name: str, instance_type: str, size: int = 2, **extra: Any
     return {"name": name, "instanceType": instance_type, "minSize": size, "desiredSize": size, "maxSize": size, **extra}
 
 
-def one(resources: list[engine.Resource]) -> engine.Resource:
+def one(resources: list[planfile.PlannedResource]) -> planfile.PlannedResource:
     assert len(resources) == 1, [r.urn for r in resources]
     return resources[0]
 
 
-def by_urn(plan: engine.Plan) -> dict[str, engine.Resource]:
+def by_urn(plan: engine.Plan) -> dict[str, planfile.PlannedResource]:
     return {r.urn: r for r in plan.resources}
 
 

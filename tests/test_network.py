@@ -128,7 +128,7 @@ def test_image_pulls_and_aws_calls_reach_their_services_inside_the_vpc(stack):
     trainium_subnet = one([s for s in private_subnets(plan) if s.name.endswith("private-trainium")])
     for endpoint in endpoints.values():
         assert endpoint.inputs["vpcEndpointType"] == "Interface" and endpoint.inputs["privateDnsEnabled"] is True
-        assert endpoint.property_dependencies["subnetIds"] == [trainium_subnet.urn]
+        assert endpoint.property_dependencies["subnetIds"] == (trainium_subnet.urn,)
     # Their security group admits HTTPS from the VPC alone.
     (group_urn,) = {urn for e in endpoints.values() for urn in e.property_dependencies["securityGroupIds"]}
     (rule,) = [r for r in plan.find(INGRESS) if group_urn in r.property_dependencies["securityGroupId"]]

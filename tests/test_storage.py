@@ -49,7 +49,7 @@ def test_lustre_ports_are_open_to_cluster_nodes_and_between_servers(stack_plan):
         assert cluster.urn in sources, (low, high)
         assert not any(r.inputs.get("cidrIpv4") for r in covering)
     fsx = one(stack_plan.find(FSX))
-    assert fsx.property_dependencies["securityGroupIds"] == [group.urn]
+    assert fsx.property_dependencies["securityGroupIds"] == (group.urn,)
 
 
 def test_persistent_file_systems_get_a_kms_key_backups_a_final_backup_and_throughput(plans):
@@ -70,7 +70,7 @@ def test_data_repository_association_links_the_configured_bucket():
     association = one(plan.find(ASSOCIATION))
     assert association.inputs["dataRepositoryPath"] == "s3://datasets-bucket/bert"
     assert association.inputs["fileSystemPath"] == layout.DATA_REPOSITORY_DIR
-    assert association.property_dependencies["fileSystemId"] == [one(plan.find(FSX)).urn]
+    assert association.property_dependencies["fileSystemId"] == (one(plan.find(FSX)).urn,)
     assert not evaluate(STACKS[0], **persistent, fsxDataRepositoryPath="").find(ASSOCIATION)
 
 
@@ -112,7 +112,7 @@ def test_csi_controller_role_trusts_only_its_service_account_and_can_only_descri
     assert actions == {"fsx:DescribeFileSystems", "fsx:UpdateFileSystem"}
     update = one([s for s in policy["Statement"] if "fsx:UpdateFileSystem" in s["Action"]])
     assert update["Resource"].startswith("arn:aws:fsx:") and ":file-system/fs-" in update["Resource"]
-    assert role_policy.property_dependencies["policy"] == [one(stack_plan.find(FSX)).urn]
+    assert role_policy.property_dependencies["policy"] == (one(stack_plan.find(FSX)).urn,)
     release = one([r for r in stack_plan.find("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "aws-fsx-csi-driver"])
     annotations = release.inputs["values"]["controller"]["serviceAccount"]["annotations"]
     assert annotations["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
@@ -128,5 +128,5 @@ def test_each_volume_has_the_file_systems_capacity_and_each_claim_requests_it_on
     assert {v.inputs["spec"]["capacity"]["storage"] for v in volumes} == {capacity}
     for claim in claims:
         assert claim.inputs["spec"]["resources"]["requests"]["storage"] == capacity  # what a new stack creates
-        assert claim.ignore_changes == [CLAIM_REQUEST]
+        assert claim.ignore_changes == (CLAIM_REQUEST,)
     assert not any(v.ignore_changes for v in volumes)

@@ -73,7 +73,7 @@ def test_efa_nodes_share_a_cluster_placement_group_and_a_self_referencing_securi
     resources = by_urn(plan)
     placement = one([r for r in plan.find(PG) if r.urn in lt.dependencies])
     assert placement.inputs["strategy"] == "cluster"
-    assert lt.property_dependencies["placement"] == [placement.urn]
+    assert lt.property_dependencies["placement"] == (placement.urn,)
 
     efa_group = one([r for r in plan.find(SG) if r.name.endswith("-trn-efa")])
     assert {"self": True, "protocol": "-1"}.items() <= efa_group.inputs["ingress"][0].items()
@@ -103,7 +103,7 @@ def test_node_group_lives_in_the_single_trainium_subnet(stack):
     assert len(trainium) == sum(not group.elastic for group in platform(stack).trainium_node_groups)
     for ng in trainium:
         assert len(ng.inputs["subnetIds"]) == 1
-        assert ng.property_dependencies["subnetIds"] == [trainium_subnet.urn]
+        assert ng.property_dependencies["subnetIds"] == (trainium_subnet.urn,)
 
 
 def release_version(release: versions.NodeImageRelease) -> str:
@@ -157,7 +157,7 @@ def test_every_launch_template_requires_imdsv2_and_encrypts_a_gp3_root(stack_pla
 def test_launch_template_is_the_version_the_node_group_uses():
     plan = plan_with("trn1.32xlarge")
     lt, ng = trainium_parts(plan)
-    assert ng.property_dependencies["launchTemplate"] == [lt.urn]
+    assert ng.property_dependencies["launchTemplate"] == (lt.urn,)
 
 
 def odcr(instance_type: str, **extra) -> dict:
