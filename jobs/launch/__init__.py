@@ -63,7 +63,7 @@ from jobs.job_building.platform_job import (
     JobRequest,
 )
 from jobs.workloads import registry
-from jobs.workloads.workload import CAPACITY_BLOCK_ANNOTATION, DISRUPTIONS_ANNOTATION, TrainingRun, launched_job
+from jobs.workloads.workload import CAPACITY_BLOCK_ANNOTATION, DISRUPTIONS_ANNOTATION, TrainingRun
 from trainium_eks.cli import OneLineParser, description
 from trainium_eks.contract import PlatformContract
 
@@ -177,10 +177,9 @@ def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
             checkpoint_gib=args.checkpoint_gib,
         )
         contract = workspace(source_contract(args), args.team)
-        run = workload.plan(contract, request)
-        job, grace = launched_job(contract, run)
-        annotations = job["metadata"]["annotations"]
-        block_end = capacity_block_end(contract, workload, run, args, grace, now or datetime.now(UTC))
+        built = workload.build(contract, request)
+        job, annotations = built.job, built.job["metadata"]["annotations"]
+        block_end = capacity_block_end(contract, workload, built.run, args, built.grace, now or datetime.now(UTC))
         if block_end:
             annotations[CAPACITY_BLOCK_END_ANNOTATION] = block_end
         print(

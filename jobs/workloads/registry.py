@@ -41,6 +41,16 @@ class DefaultJob:
 
 
 @dataclass(frozen=True)
+class BuiltJob:
+    """A request's job as the cluster runs it (``launched_job``, the builder's last step), beside the run it was built
+    from and its pods' grace period (None on a platform that publishes no file system throughput)."""
+
+    job: dict
+    run: TrainingRun
+    grace: GracePeriod | None
+
+
+@dataclass(frozen=True)
 class Workload:
     """What the launcher runs as ``--workload NAME``: which backends run its training module, how a request's run is
     worked out (``planner``), the options after ``--`` that bring its first checkpoint sooner (its interval, its
@@ -73,11 +83,17 @@ class Workload:
             raise LaunchError(f"--node-group {group.name}: a {group.instance_type} is {software.generation}; {self.runs_on()}")
         return (planner or resolve(self.planner))(contract, request)
 
-    def job(self, contract: PlatformContract, request: JobRequest, planner: Callable | None = None) -> dict:
-        """The job the launcher submits for ``request``: its run's ``launched_job``, the builder's last step."""
+    def build(self, contract: PlatformContract, request: JobRequest, planner: Callable | None = None) -> BuiltJob:
+        """``request``'s job, the one the launcher submits: its run (``plan``) and that run's ``launched_job``."""
         from jobs.workloads.workload import launched_job  # TorchX builds it: imported by the commands that build jobs
 
-        return launched_job(contract, self.plan(contract, request, planner))[0]
+        run = self.plan(contract, request, planner)
+        job, grace = launched_job(contract, run)
+        return BuiltJob(job, run, grace)
+
+    def job(self, contract: PlatformContract, request: JobRequest, planner: Callable | None = None) -> dict:
+        """``request``'s job alone (``build``), as the rehearsal and the tests take it."""
+        return self.build(contract, request, planner).job
 
     def cpu_recipe(self) -> Any:
         """Its CPU recipe, its module imported now; None where it declares none."""
