@@ -77,11 +77,14 @@ class Workload:
         image trains on a backend the workload's training module does not run on."""
         group = choose_node_group(contract, request.node_group)
         software = contract.software(group)
-        backend = backends.BACKENDS.get(software.backend)  # one this launcher does not know, placement refuses
-        trained = backend is not None and software.generation in versions.backend_generations(backend.name)
-        if backend is not None and (backend.name not in self.backends or not trained):
+        # a backend this launcher does not know is placement's to refuse
+        if software.backend in backends.BACKENDS and not self.trains(software.backend, software.generation):
             raise LaunchError(f"--node-group {group.name}: a {group.instance_type} is {software.generation}; {self.runs_on()}")
         return (planner or resolve(self.planner))(contract, request)
+
+    def trains(self, backend: str, generation: str) -> bool:
+        """Whether a group of ``generation`` whose training stack runs ``backend`` runs it."""
+        return generation in self.generations().get(backend, ())
 
     def build(self, contract: PlatformContract, request: JobRequest, planner: Callable | None = None) -> BuiltJob:
         """``request``'s job, the one the launcher submits: its run (``plan``) and that run's ``launched_job``."""

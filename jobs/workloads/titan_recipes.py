@@ -1,8 +1,8 @@
 """The TorchTitan recipes the platform trains, as data: the cited TorchTitan Neuron configurations (``RECIPES``, by
 name; an instance type's catalog row names the one it trains, ``recipes["torchtitan"]``) and the CPU rehearsal's,
-with the model size a checkpoint's bytes come from. Light on purpose: the plan
-(``preflight``) reads a recipe's checkpoint size from here without TorchTitan, TorchX or the launcher
-(``jobs.workloads.torchtitan``' default job); ``jobs.workloads.torchtitan_job`` builds jobs from them."""
+with the model size a checkpoint's bytes come from. Light on purpose: the plan (``preflight``) reads a recipe's
+checkpoint size from here without TorchTitan, TorchX or the launcher (``jobs.workloads.torchtitan``' default job);
+``jobs.workloads.torchtitan_job`` builds jobs from them."""
 
 from __future__ import annotations
 
@@ -81,18 +81,18 @@ QWEN3_8B_TRN2 = TitanRecipe(
     parameters=qwen3_parameter_count(QWEN3_8B_CONFIG),
 )
 RECIPES = {recipe.name: recipe for recipe in (QWEN3_8B_TRN2,)}
-WORKLOAD = "torchtitan"  # the workload whose recipes these are: the key of a catalog row's recipes
+WORKLOAD_NAME = "torchtitan"  # the workload whose recipes these are: the key of a catalog row's recipes
 
 
 def recipe_for(instance_type: str) -> TitanRecipe | None:
     """The recipe ``instance_type``'s catalog row names; None where it names none."""
-    name = catalog.INSTANCE_TYPES[instance_type].recipes.get(WORKLOAD)
+    name = catalog.INSTANCE_TYPES[instance_type].recipes.get(WORKLOAD_NAME)
     return None if name is None else RECIPES[name]
 
 
 def types_with_recipes() -> tuple[str, ...]:
     """The instance types whose rows name a recipe."""
-    return tuple(name for name, spec in catalog.INSTANCE_TYPES.items() if WORKLOAD in spec.recipes)
+    return tuple(name for name, spec in catalog.INSTANCE_TYPES.items() if WORKLOAD_NAME in spec.recipes)
 
 
 # The CPU rehearsal's: TorchTitan 0.3.0's llama3 debug model with causal SDPA attention (training.titan_configs says

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from jobs.job_building.grace_period import GracePeriod
 from jobs.workloads.registry import DefaultJob, Workload
-from jobs.workloads.titan_recipes import WORKLOAD as NAME
-from jobs.workloads.titan_recipes import recipe_for
+from jobs.workloads.titan_recipes import WORKLOAD_NAME, recipe_for
 
 DEFAULT_NAME = "qwen3train"
 
@@ -19,11 +18,11 @@ def default_job(instance_type: str, throughput_mb_s: float) -> DefaultJob | None
     if recipe is None or recipe.checkpoint_bytes is None:
         return None
     # no source gives a TorchTitan step time: the default job's grace period leaves the step out
-    return DefaultJob(NAME, DEFAULT_NAME, recipe.name, GracePeriod(recipe.checkpoint_bytes, throughput_mb_s, None))
+    return DefaultJob(WORKLOAD_NAME, DEFAULT_NAME, recipe.name, GracePeriod(recipe.checkpoint_bytes, throughput_mb_s, None))
 
 
 WORKLOAD = Workload(
-    name=NAME,
+    name=WORKLOAD_NAME,
     summary="LLM pre-training, the Neuron tutorial's configuration for the group's instance type",
     # TorchTitan Neuron runs on TorchNeuron (Neuron docs, "Quickstart: Install and verify torch-neuronx"; the
     # backend's record), and the rehearsal's CPU recipe on gloo
