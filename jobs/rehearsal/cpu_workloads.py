@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 from jobs.job_building.grace_period import BYTES_PER_PARAMETER
 from jobs.job_building.platform_job import JobRequest
 from jobs.rehearsal.local_agents import TINY_CPU_TRAINING, CpuOverrides, Rehearsal, stage_dataset, workers_of
-from jobs.rehearsal.report import CHECKPOINT_EVERY, RehearsalRequest, checkpoints
+from jobs.rehearsal.report import CHECKPOINT_EVERY, RehearsalRequest, checkpoints, rehearsed_workloads
 from jobs.workloads import registry
 from jobs.workloads.bert_job import DATASET
 from jobs.workloads.titan_recipes import CPU_REHEARSAL
@@ -137,4 +137,5 @@ TORCHTITAN_ON_CPU = RehearsedWorkload(
 
 def cpu_recipes() -> dict[str, RehearsedWorkload]:
     """Each registered workload's CPU recipe, where it declares one, by workload name."""
-    return {name: w.cpu_recipe() for name, w in registry.workloads().items() if w.rehearsal is not None}
+    declared = registry.workloads()
+    return {name: declared[name].cpu_recipe() for name in rehearsed_workloads()}
